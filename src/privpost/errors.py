@@ -1,0 +1,32 @@
+"""Exception types raised by privpost.
+
+Every error a user can cause (a malformed release, a model that does not fit a release, a CSV
+with a missing column) is a subclass of :class:`PrivpostError`, so the command-line interface can
+catch it and print one clear line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+
+class PrivpostError(ValueError):
+    """Base class of every user-facing privpost error."""
+
+
+class ReleaseError(PrivpostError):
+    """A release document is malformed or internally inconsistent.
+
+    The message always names the offending field, e.g. ``"mechanism.epsilon: must be > 0"``.
+    """
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+
+class IncompatibleError(PrivpostError):
+    """A model, a release and a method do not fit together (checked before sampling)."""
+
+
+class DataError(PrivpostError):
+    """Confidential records (an array, a CSV or Parquet file) cannot be used as given."""
