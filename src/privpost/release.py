@@ -1,0 +1,376 @@
+"""The release document: what a curator publishes and what an analyst's inference reads.
+
+A :class:`Release` binds a query (which statistic, with its public parameters), a calibrated
+mechanism (noise family, scale, privacy guarantee), the public record count ``n`` and the noisy
+values. It is saved as a plain JSON document with a schema version::
+
+    {
+      "schema": "privpost.release/1",
+      "query": {"type": "sum", "bounds": [0.0, 1.0]},
+      "mechanism": {"type": "laplace", "epsilon": 1.0, "sensitivity": 1.0, "scale": 1.0, ...},
+      "neighbours": "replace",
+      "n": 100,
+      "labels": ["sum"],
+      "observed": [52.31],
+      "privacy": {"kind": "pure", "epsilon": 1.0, "delta": 0.0, ...},
+      "metadata": {"created": "...", "privpost_version": "0.1.0"}
+    }
+
+Loading validates everything and raises :class:`~privpost.errors.ReleaseError` naming the field
+at fault; it never lets a malformed document through to inference.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privpost.errors import PrivpostError, ReleaseError
+
+__all__ = ["Release", "ReleaseSet", "release", "SCHEMA", "SET_SCHEMA", "NEIGHBOURS"]
+
+SCHEMA = "privpost.release/1"
+SET_SCHEMA = "privpost.release-set/1"
+NEIGHBOURS = ("replace", "add-remove")
+_REQUIRED = ("schema", "query", "mechanism", "neighbours", "n", "observed")
+# Relative slack when comparing a stored sensitivity or scale with the one recomputed on load
+# (JSON round trips floats exactly; this only absorbs arithmetic in the calibration formulas).
+_RTOL = 1e-9
+
+
+def _check_neighbours(value: Any, field_name: str = "neighbours") -> str:
+    if value not in NEIGHBOURS:
+        raise ReleaseError(field_name, f"must be one of {list(NEIGHBOURS)}, got {value!r}")
+    return value
+
+
+def _local(mechanism) -> bool:
+    """Local mechanisms (randomized response) release one noisy report per record."""
+    return getattr(mechanism, "name", None) == "randomized_response"
+
+
+@dataclass(frozen=True, eq=False)
+class Release:
+    """A differentially private release of one statistic of a confidential data set.
+
+    Parameters
+    ----------
+    query : privpost.queries.Query
+        The statistic, with its public parameters (bounds, categories, ...).
+    mechanism : privpost.mechanisms.Mechanism
+        The calibrated noise mechanism (its ``scale`` and ``sensitivity`` are set).
+    n : int
+        Public number of confidential records (>= 1).
+    observed : ndarray, shape (d,)
+        The noisy values, ``d = query.dim`` (for randomized response: one report per record,
+        ``d = n``).
+    neighbours : {"replace", "add-remove"}
+        Neighbour relation under which the privacy guarantee holds. Replace-one (bounded DP) is
+        the default and the convention of the papers.
+    metadata : dict
+        Free-form JSON-serialisable information (creation time, description, ...).
+    """
+
+    query: Any
+    mechanism: Any
+    n: int
+    observed: np.ndarray
+    neighbours: str = "replace"
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_neighbours(self.neighbours)
+        if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)):
+            raise ReleaseError("n", f"must be an integer, got {self.n!r}")
+        if self.n < 1:
+            raise ReleaseError("n", f"must be >= 1, got {self.n}")
+        object.__setattr__(self, "n", int(self.n))
+        try:
+            observed = np.asarray(self.observed, dtype=float)
+        except (TypeError, ValueError):
+            raise ReleaseError("observed", "must be a list of numbers") from None
+        if observed.ndim != 1:
+            raise ReleaseError("observed", f"must be one-dimensional, got shape {observed.shape}")
+        if not np.all(np.isfinite(observed)):
+            raise ReleaseError("observed", "contains NaN or infinite values")
+        expected = self.n if _local(self.mechanism) else self.query.dim
+        if observed.size != expected:
+            raise ReleaseError("observed", f"has {observed.size} values but the query "
+                               f"{self.query.name!r} releases {expected}")
+        if self.mechanism.discrete and not np.all(observed == np.round(observed)):
+            raise ReleaseError("observed", f"the {self.mechanism.name} mechanism releases "
+                               "integers, but the values are not all integers")
+        observed.setflags(write=False)
+        object.__setattr__(self, "observed", observed)
+        self._check_calibration()
+        query_n = getattr(self.query, "n", None)
+        if query_n is not None and int(query_n) != self.n:
+            raise ReleaseError("n", f"{self.n} differs from the query's public n = {query_n}")
+
+    def _check_calibration(self) -> None:
+        mech = self.mechanism
+        if getattr(mech, "scale", None) is None:
+            raise ReleaseError("mechanism", "is not calibrated (no noise scale)")
+        if _local(mech):
+            return
+        if mech.discrete and not self.query.integer:
+            raise ReleaseError("mechanism", f"{mech.name} adds integer noise, but the query "
+                               f"{self.query.name!r} is not integer-valued")
+        needed = self.query.sensitivity(mech.sensitivity_norm, self.neighbours)
+        if mech.sensitivity is None or mech.sensitivity < needed * (1 - _RTOL):
+            raise ReleaseError(
+                "mechanism.sensitivity",
+                f"{mech.sensitivity} is below the query's {mech.sensitivity_norm.upper()} "
+                f"sensitivity {needed:g} under {self.neighbours} neighbours: the stated privacy "
+                "guarantee would not hold")
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def privacy(self):
+        """The privacy guarantee (:class:`privpost.accounting.Privacy`) under ``neighbours``."""
+        from dataclasses import replace
+
+        return replace(self.mechanism.privacy, neighbours=self.neighbours)
+
+    @property
+    def dim(self) -> int:
+        return int(self.observed.size)
+
+    @property
+    def labels(self) -> list[str]:
+        if _local(self.mechanism):
+            return [f"report[{i}]" for i in range(self.n)]
+        return list(self.query.labels)
+
+    # ------------------------------------------------------------------ JSON
+    def to_dict(self) -> dict:
+        """The JSON document (a plain dict)."""
+        return {
+            "schema": SCHEMA,
+            "query": self.query.to_dict(),
+            "mechanism": self.mechanism.to_dict(),
+            "neighbours": self.neighbours,
+            "n": self.n,
+            "labels": self.labels,
+            "observed": [float(v) for v in self.observed],
+            "privacy": self.privacy.to_dict(),
+            "metadata": dict(self.metadata),
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the JSON document to ``path``; returns the path."""
+        path = Path(path)
+        path.write_text(self.to_json() + "\n")
+        return path
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> "Release":
+        """Validate a JSON document and build the release (raises :class:`ReleaseError`)."""
+        from privpost.mechanisms import mechanism_from_dict
+        from privpost.queries import query_from_dict
+
+        if not isinstance(doc, dict):
+            raise ReleaseError("document", "must be a JSON object")
+        for key in _REQUIRED:
+            if key not in doc:
+                raise ReleaseError(key, "is missing")
+        if doc["schema"] != SCHEMA:
+            raise ReleaseError("schema", f"unsupported schema {doc['schema']!r} (expected {SCHEMA!r})")
+        neighbours = _check_neighbours(doc["neighbours"])
+        for key in ("query", "mechanism"):
+            if not isinstance(doc[key], dict):
+                raise ReleaseError(key, "must be a JSON object")
+        query = _wrap("query", query_from_dict, doc["query"])
+        mechanism = _wrap("mechanism", mechanism_from_dict, doc["mechanism"])
+        observed = doc["observed"]
+        if not isinstance(observed, list) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in observed):
+            raise ReleaseError("observed", "must be a list of numbers")
+        if any(not math.isfinite(v) for v in observed):
+            raise ReleaseError("observed", "contains NaN or infinite values")
+        metadata = doc.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise ReleaseError("metadata", "must be a JSON object")
+        rel = cls(query=query, mechanism=mechanism, n=doc["n"],
+                  observed=np.asarray(observed, dtype=float), neighbours=neighbours,
+                  metadata=metadata)
+        if "labels" in doc and list(doc["labels"]) != rel.labels:
+            raise ReleaseError("labels", "do not match the query's released coordinates")
+        if "privacy" in doc:
+            _check_privacy(doc["privacy"], rel.privacy)
+        return rel
+
+    @classmethod
+    def from_json(cls, text: str) -> "Release":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ReleaseError("document", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        return cls.from_dict(doc)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Release":
+        """Read and validate a release JSON file (raises :class:`ReleaseError`)."""
+        path = Path(path)
+        try:
+            text = path.read_text()
+        except OSError as exc:
+            raise ReleaseError("file", f"cannot read {path}: {exc.strerror}") from None
+        return cls.from_json(text)
+
+    def __repr__(self) -> str:
+        vals = np.array2string(self.observed[:6], precision=4, separator=", ")
+        more = ", ..." if self.dim > 6 else ""
+        return (f"Release(query={self.query.name!r}, mechanism={self.mechanism.name!r}, "
+                f"scale={self.mechanism.scale:.6g}, n={self.n}, observed={vals[:-1]}{more}])")
+
+
+def _wrap(field_name: str, builder, value):
+    try:
+        return builder(value)
+    except ReleaseError as exc:
+        if exc.field.startswith(field_name):
+            raise
+        raise ReleaseError(f"{field_name}.{exc.field}", exc.problem) from None
+    except (PrivpostError, ValueError, TypeError, KeyError) as exc:
+        msg = str(exc).strip("'\"") or type(exc).__name__
+        if isinstance(exc, KeyError):
+            msg = f"missing field {msg}"
+        raise ReleaseError(field_name, msg) from None
+
+
+def _check_privacy(stored: Any, computed) -> None:
+    if not isinstance(stored, dict):
+        raise ReleaseError("privacy", "must be a JSON object")
+    want = computed.to_dict()
+    for key, value in want.items():
+        got = stored.get(key)
+        if isinstance(value, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
+            if not math.isclose(got, value, rel_tol=1e-6, abs_tol=1e-12):
+                raise ReleaseError(f"privacy.{key}", f"{got} disagrees with the mechanism ({value})")
+        elif got != value:
+            raise ReleaseError(f"privacy.{key}", f"{got!r} disagrees with the mechanism ({value!r})")
+
+
+def release(records, query, mechanism, *, neighbours: str = "replace", seed=None,
+            metadata: dict | None = None) -> Release:
+    """Release ``query(records)`` privately with ``mechanism`` (the curator's side).
+
+    The mechanism is calibrated to the query's sensitivity in the mechanism's norm under
+    ``neighbours`` (replace-one by default), then one noisy value per released coordinate is
+    drawn. Records outside the query's declared bounds are clamped, not rejected.
+
+    Parameters
+    ----------
+    records : array_like, shape (n,) or (n, k)
+        Confidential records in the query's column layout (see the query's docstring).
+    query : privpost.queries.Query
+    mechanism : privpost.mechanisms.Mechanism
+        Built from a privacy target (e.g. ``Laplace(epsilon=1.0)``) or a noise scale.
+    neighbours : {"replace", "add-remove"}
+    seed : None, int or numpy.random.Generator
+        ``None`` (the default, and what real releases must use) draws the noise from a
+        cryptographically seeded source; an int makes the release reproducible (testing only).
+    metadata : dict, optional
+        Extra JSON-serialisable information stored in the document.
+
+    Returns
+    -------
+    Release
+    """
+    _check_neighbours(neighbours)
+    recs = query.validate_records(records)
+    n = int(recs.shape[0])
+    if n < 1:
+        raise PrivpostError("records: at least one record is needed")
+    meta = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "privpost_version": _version(), "seeded": seed is not None}
+    meta.update(metadata or {})
+    if _local(mechanism):
+        mech = mechanism
+        observed = mech.sample(recs, seed=seed)
+    else:
+        sensitivity = query.sensitivity(mechanism.sensitivity_norm, neighbours)
+        mech = mechanism.calibrate(sensitivity)
+        observed = mech.sample(query.statistic(recs), seed=seed)
+    return Release(query=query, mechanism=mech, n=n, observed=np.asarray(observed, dtype=float),
+                   neighbours=neighbours, metadata=meta)
+
+
+def _version() -> str:
+    from privpost import __version__
+
+    return __version__
+
+
+@dataclass
+class ReleaseSet:
+    """Several releases about the same confidential data set, with their total privacy cost.
+
+    The total follows the composition rule that applies (:func:`privpost.accounting.compose`):
+    pure ε adds; zCDP ρ adds (pure ε counts as ρ = ε²/2); anything with (ε, δ) composes by
+    basic composition after converting zCDP at the stated ``delta``.
+    """
+
+    releases: list[Release]
+    delta: float = 1e-6
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.releases:
+            raise PrivpostError("a release set needs at least one release")
+        rels = self.releases
+        if len({r.neighbours for r in rels}) > 1:
+            raise ReleaseError("releases", "mix neighbour relations; their costs cannot be added")
+        if len({r.n for r in rels}) > 1:
+            raise ReleaseError("releases", "disagree on the public record count n")
+
+    def total_privacy(self):
+        """The composed guarantee (:class:`privpost.accounting.Privacy`)."""
+        from privpost.accounting import compose
+
+        return compose([r.privacy for r in self.releases])
+
+    def to_dict(self) -> dict:
+        return {"schema": SET_SCHEMA, "description": self.description, "delta": self.delta,
+                "releases": [r.to_dict() for r in self.releases],
+                "total_privacy": self.total_privacy().to_dict()}
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+        return path
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> "ReleaseSet":
+        if not isinstance(doc, dict) or doc.get("schema") != SET_SCHEMA:
+            raise ReleaseError("schema", f"a release set must have schema {SET_SCHEMA!r}")
+        items = doc.get("releases")
+        if not isinstance(items, list) or not items:
+            raise ReleaseError("releases", "must be a non-empty list of release documents")
+        rels = []
+        for i, item in enumerate(items):
+            try:
+                rels.append(Release.from_dict(item))
+            except ReleaseError as exc:
+                raise ReleaseError(f"releases[{i}].{exc.field}", exc.problem) from None
+        return cls(rels, delta=float(doc.get("delta", 1e-6)), description=str(doc.get("description", "")))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ReleaseSet":
+        try:
+            doc = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise ReleaseError("file", f"cannot read {path}: {exc.strerror}") from None
+        except json.JSONDecodeError as exc:
+            raise ReleaseError("document", f"is not valid JSON ({exc.msg})") from None
+        return cls.from_dict(doc)
