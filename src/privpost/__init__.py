@@ -23,19 +23,20 @@ import importlib
 
 __version__ = "0.1.0"
 
+# The module privpost.release and the function privpost.release share a name: importing the
+# module eagerly here, then binding the function, keeps `pp.release(...)` the function for good.
+from privpost.release import Release, ReleaseSet, release  # noqa: E402
+
 _SUBMODULES = {"mechanisms", "queries", "models", "inference", "accounting", "posterior", "errors",
-               "experiments", "release_set"}
+               "experiments", "io", "demo"}
 _ATTRS = {
-    "Release": ("privpost.release", "Release"),
-    "ReleaseSet": ("privpost.release", "ReleaseSet"),
-    "release": ("privpost.release", "release"),
     "infer": ("privpost.inference", "infer"),
     "Posterior": ("privpost.posterior", "Posterior"),
     "ops_release": ("privpost.inference.ops", "ops_release"),
     "calibrate": ("privpost.experiments.calibration", "calibrate"),
 }
 
-__all__ = sorted(_SUBMODULES | set(_ATTRS))
+__all__ = sorted(_SUBMODULES | set(_ATTRS) | {"Release", "ReleaseSet", "release"})
 
 
 def __getattr__(name: str):

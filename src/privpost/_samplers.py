@@ -41,8 +41,6 @@ __all__ = [
     "sample_discrete_gaussian",
 ]
 
-_ONE = Fraction(1)
-_HALF = Fraction(1, 2)
 
 
 class _WordSource:

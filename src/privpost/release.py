@@ -115,10 +115,10 @@ class Release:
 
     def _check_calibration(self) -> None:
         mech = self.mechanism
-        if getattr(mech, "scale", None) is None:
-            raise ReleaseError("mechanism", "is not calibrated (no noise scale)")
         if _local(mech):
             return
+        if getattr(mech, "scale", None) is None:
+            raise ReleaseError("mechanism", "is not calibrated (no noise scale)")
         if mech.discrete and not self.query.integer:
             raise ReleaseError("mechanism", f"{mech.name} adds integer noise, but the query "
                                f"{self.query.name!r} is not integer-valued")
@@ -299,8 +299,11 @@ def release(records, query, mechanism, *, neighbours: str = "replace", seed=None
         mech = mechanism
         observed = mech.sample(recs, seed=seed)
     else:
+        if mechanism.discrete and not query.integer:
+            raise ReleaseError("mechanism", f"{mechanism.name} adds integer noise, but the query "
+                               f"{query.name!r} is not integer-valued")
         sensitivity = query.sensitivity(mechanism.sensitivity_norm, neighbours)
-        mech = mechanism.calibrate(sensitivity)
+        mech = mechanism.calibrate(sensitivity, neighbours=neighbours)
         observed = mech.sample(query.statistic(recs), seed=seed)
     return Release(query=query, mechanism=mech, n=n, observed=np.asarray(observed, dtype=float),
                    neighbours=neighbours, metadata=meta)
@@ -338,7 +341,7 @@ class ReleaseSet:
         """The composed guarantee (:class:`privpost.accounting.Privacy`)."""
         from privpost.accounting import compose
 
-        return compose([r.privacy for r in self.releases])
+        return compose([r.privacy for r in self.releases], delta=self.delta)
 
     def to_dict(self) -> dict:
         return {"schema": SET_SCHEMA, "description": self.description, "delta": self.delta,

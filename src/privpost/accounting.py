@@ -1,0 +1,317 @@
+"""Privacy guarantees, their composition, and conversions between privacy notions.
+
+A :class:`Privacy` value states one guarantee under an explicit neighbour relation:
+
+* ``kind="pure"``: ε-differential privacy, P[M(x) ∈ S] ≤ e^ε P[M(x') ∈ S];
+* ``kind="approx"``: (ε, δ)-differential privacy, P[M(x) ∈ S] ≤ e^ε P[M(x') ∈ S] + δ;
+* ``kind="zcdp"``: ρ-zero-concentrated DP (Bun & Steinke 2016), D_α(M(x) || M(x')) ≤ ρ α for
+  every Rényi order α > 1;
+
+each for all neighbouring datasets x, x' under ``neighbours``: ``"replace"`` (replace-one,
+bounded DP, the default) or ``"add-remove"`` (unbounded DP). The relation is part of the
+guarantee; guarantees under different relations are never combined.
+
+Composition (:func:`compose`) is *basic* (non-adaptive-aware sequential composition, which is
+also valid adaptively for all three notions):
+
+* all pure: ε adds;
+* pure and zCDP only (at least one zCDP): ρ adds, a pure ε-DP term counting as ρ = ε²/2
+  (Bun & Steinke 2016, Prop. 1.4);
+* anything with an (ε, δ) term: (ε, δ) add, pure terms counting as (ε, 0) and the *total* ρ of
+  the zCDP terms converted once to (ε_ρ, δ_ρ) at a δ_ρ the caller states (``delta=``).
+
+Example::
+
+    >>> from privpost.accounting import Privacy, compose
+    >>> compose([Privacy("pure", epsilon=0.5)] * 3).epsilon
+    1.5
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Real
+from typing import Iterable
+
+import numpy as np
+
+from privpost.errors import PrivpostError
+
+__all__ = ["Privacy", "compose", "convert", "zcdp_to_approx", "zcdp_to_approx_closed_form",
+           "KINDS", "NEIGHBOURS"]
+
+KINDS = ("pure", "approx", "zcdp")
+NEIGHBOURS = ("replace", "add-remove")
+
+
+def _number(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise PrivpostError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise PrivpostError(f"{name} must be finite, got {v}")
+    return v
+
+
+@dataclass(frozen=True)
+class Privacy:
+    """A differential-privacy guarantee under an explicit neighbour relation.
+
+    Parameters
+    ----------
+    kind : {"pure", "approx", "zcdp"}
+        ε-DP, (ε, δ)-DP or ρ-zCDP.
+    epsilon : float or None
+        ε ≥ 0 (finite) for ``"pure"`` and ``"approx"``; must be ``None`` for ``"zcdp"``.
+    delta : float
+        δ in [0, 1) for ``"approx"``; must be 0 for ``"pure"`` and ``"zcdp"``.
+    rho : float or None
+        ρ ≥ 0 (finite) for ``"zcdp"``; must be ``None`` otherwise.
+    neighbours : {"replace", "add-remove"}
+        The neighbour relation the guarantee holds for (replace-one by default).
+    """
+
+    kind: str
+    epsilon: float | None = None
+    delta: float = 0.0
+    rho: float | None = None
+    neighbours: str = "replace"
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise PrivpostError(f"privacy kind must be one of {KINDS}, got {self.kind!r}")
+        if self.neighbours not in NEIGHBOURS:
+            raise PrivpostError(
+                f"neighbours must be one of {NEIGHBOURS}, got {self.neighbours!r}")
+        delta = _number(self.delta, "delta")
+        if self.kind == "zcdp":
+            if self.epsilon is not None:
+                raise PrivpostError("a zCDP guarantee has no epsilon (use convert() for (ε, δ))")
+            if self.rho is None:
+                raise PrivpostError("a zCDP guarantee needs rho")
+            rho = _number(self.rho, "rho")
+            if rho < 0:
+                raise PrivpostError(f"rho must be >= 0, got {rho}")
+            if delta != 0:
+                raise PrivpostError("a zCDP guarantee has delta = 0")
+            object.__setattr__(self, "rho", rho)
+        else:
+            if self.rho is not None:
+                raise PrivpostError(f"a {self.kind} guarantee has no rho")
+            if self.epsilon is None:
+                raise PrivpostError(f"a {self.kind} guarantee needs epsilon")
+            eps = _number(self.epsilon, "epsilon")
+            if eps < 0:
+                raise PrivpostError(f"epsilon must be >= 0, got {eps}")
+            object.__setattr__(self, "epsilon", eps)
+            if self.kind == "pure" and delta != 0:
+                raise PrivpostError("a pure guarantee has delta = 0 (use kind='approx')")
+            if self.kind == "approx" and not 0 <= delta < 1:
+                raise PrivpostError(f"delta must be in [0, 1), got {delta}")
+        object.__setattr__(self, "delta", delta)
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def pure(cls, epsilon: float, neighbours: str = "replace") -> "Privacy":
+        """ε-DP."""
+        return cls("pure", epsilon=epsilon, neighbours=neighbours)
+
+    @classmethod
+    def approx(cls, epsilon: float, delta: float, neighbours: str = "replace") -> "Privacy":
+        """(ε, δ)-DP."""
+        return cls("approx", epsilon=epsilon, delta=delta, neighbours=neighbours)
+
+    @classmethod
+    def zcdp(cls, rho: float, neighbours: str = "replace") -> "Privacy":
+        """ρ-zCDP."""
+        return cls("zcdp", rho=rho, neighbours=neighbours)
+
+    # -- serialisation ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Plain JSON-able dict; only the fields that apply to ``kind`` are written."""
+        d: dict = {"kind": self.kind}
+        if self.kind == "zcdp":
+            d["rho"] = self.rho
+        else:
+            d["epsilon"] = self.epsilon
+        if self.kind == "approx":
+            d["delta"] = self.delta
+        d["neighbours"] = self.neighbours
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Privacy":
+        """Inverse of :meth:`to_dict` (validates; unknown keys are an error)."""
+        if not isinstance(d, dict):
+            raise PrivpostError(f"privacy must be a dict, got {type(d).__name__}")
+        unknown = set(d) - {"kind", "epsilon", "delta", "rho", "neighbours"}
+        if unknown:
+            raise PrivpostError(f"privacy: unknown field(s) {sorted(unknown)}")
+        if "kind" not in d:
+            raise PrivpostError("privacy: missing field 'kind'")
+        return cls(kind=d["kind"], epsilon=d.get("epsilon"), delta=d.get("delta", 0.0),
+                   rho=d.get("rho"), neighbours=d.get("neighbours", "replace"))
+
+    def __str__(self) -> str:
+        rel = "replace-one" if self.neighbours == "replace" else "add/remove"
+        if self.kind == "pure":
+            return f"{self.epsilon:g}-DP ({rel} neighbours)"
+        if self.kind == "approx":
+            return f"({self.epsilon:g}, {self.delta:g})-DP ({rel} neighbours)"
+        return f"{self.rho:g}-zCDP ({rel} neighbours)"
+
+
+# ---------------------------------------------------------------------------------------------
+# zCDP -> (ε, δ)
+# ---------------------------------------------------------------------------------------------
+
+def zcdp_to_approx_closed_form(rho: float, delta: float) -> float:
+    """Bun & Steinke (2016, Prop. 1.3): ρ-zCDP implies (ρ + 2 sqrt(ρ log(1/δ)), δ)-DP.
+
+    Valid but not the tightest conversion; :func:`zcdp_to_approx` is never larger.
+    """
+    rho, delta = _check_rho_delta(rho, delta)
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+def _check_rho_delta(rho, delta) -> tuple[float, float]:
+    rho = _number(rho, "rho")
+    delta = _number(delta, "delta")
+    if rho < 0:
+        raise PrivpostError(f"rho must be >= 0, got {rho}")
+    if not 0 < delta < 1:
+        raise PrivpostError(f"delta must be in (0, 1), got {delta}")
+    return rho, delta
+
+
+def zcdp_to_approx(rho: float, delta: float) -> float:
+    """Smallest ε we can certify such that ρ-zCDP implies (ε, δ)-DP.
+
+    ρ-zCDP means Rényi DP of order α with ε_α = ρ α for every α > 1. The conversion is
+    ``dp_accounting``'s RDP-to-(ε, δ) helper
+    (:func:`dp_accounting.rdp.rdp_privacy_accountant.compute_epsilon`), which applies Canonne,
+    Kamath & Steinke (2020, Prop. 12):
+
+        ε = min_α  ρ α + log(1 - 1/α) - log(δ α) / (α - 1),
+
+    evaluated on a geometric grid of α in (1.01, 1e7] refined around the best grid point. Every
+    α gives a valid ε, so the grid minimum is a valid (conservative) value. The Bun-Steinke closed
+    form ρ + 2 sqrt(ρ log(1/δ)) (:func:`zcdp_to_approx_closed_form`) is also valid; the smaller
+    of the two is returned, so the result never exceeds the closed form.
+
+    Parameters
+    ----------
+    rho : float
+        ρ ≥ 0.
+    delta : float
+        δ in (0, 1).
+
+    Returns
+    -------
+    float
+        ε ≥ 0.
+    """
+    rho, delta = _check_rho_delta(rho, delta)
+    if rho == 0:
+        return 0.0
+    closed = zcdp_to_approx_closed_form(rho, delta)
+    try:
+        from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+    except ImportError:  # pragma: no cover - dp_accounting is a dependency
+        return closed
+    orders = 1.0 + np.geomspace(0.0101, 1e7, 120)
+    eps, best = compute_epsilon(orders, rho * orders, delta)
+    if math.isfinite(eps) and best > 1.0101:
+        # refine between the neighbouring grid points
+        i = int(np.argmin(np.abs(orders - best)))
+        lo, hi = orders[max(i - 1, 0)], orders[min(i + 1, len(orders) - 1)]
+        fine = np.linspace(max(lo, 1.0101), hi, 120)
+        eps2, _ = compute_epsilon(fine, rho * fine, delta)
+        eps = min(eps, eps2)
+    return float(min(eps, closed))
+
+
+# ---------------------------------------------------------------------------------------------
+# composition and conversion
+# ---------------------------------------------------------------------------------------------
+
+def compose(privacies: Iterable[Privacy], *, delta: float | None = None) -> Privacy:
+    """Sequential composition of several guarantees on the same data.
+
+    Parameters
+    ----------
+    privacies : iterable of Privacy
+        All under the same neighbour relation (otherwise ``ValueError``).
+    delta : float, optional
+        Only used when zCDP terms are composed with (ε, δ) terms: the δ at which the total ρ of
+        the zCDP terms is converted with :func:`zcdp_to_approx`; it is added to the total δ.
+        Required in that case.
+
+    Returns
+    -------
+    Privacy
+        pure (all pure: Σε), zCDP (pure and zCDP: Σρ with pure ε as ε²/2), or approx
+        (Σε, Σδ, the zCDP part converted at ``delta``).
+    """
+    items = list(privacies)
+    if not items:
+        raise PrivpostError("compose needs at least one Privacy")
+    for p in items:
+        if not isinstance(p, Privacy):
+            raise PrivpostError(f"compose takes Privacy objects, got {type(p).__name__}")
+    rels = {p.neighbours for p in items}
+    if len(rels) > 1:
+        raise PrivpostError(
+            f"cannot compose guarantees under different neighbour relations {sorted(rels)}; "
+            "recompute the sensitivities under one relation")
+    neighbours = rels.pop()
+    kinds = {p.kind for p in items}
+    if kinds == {"pure"}:
+        return Privacy.pure(math.fsum(p.epsilon for p in items), neighbours)
+    if "approx" not in kinds:
+        rho = math.fsum(p.rho if p.kind == "zcdp" else p.epsilon ** 2 / 2.0 for p in items)
+        return Privacy.zcdp(rho, neighbours)
+    eps = math.fsum(p.epsilon for p in items if p.kind != "zcdp")
+    dlt = math.fsum(p.delta for p in items if p.kind == "approx")
+    if "zcdp" in kinds:
+        if delta is None:
+            raise PrivpostError(
+                "composing zCDP with (ε, δ) guarantees needs delta=: the δ at which the zCDP "
+                "part is converted to (ε, δ)")
+        rho = math.fsum(p.rho for p in items if p.kind == "zcdp")
+        eps += zcdp_to_approx(rho, delta)
+        dlt += float(delta)
+    if not dlt < 1:
+        raise PrivpostError(f"composed delta {dlt} is not below 1: the guarantee is vacuous")
+    return Privacy.approx(eps, dlt, neighbours)
+
+
+def convert(privacy: Privacy, to: str = "approx", delta: float | None = None) -> Privacy:
+    """Express ``privacy`` as another kind of guarantee (implied by it).
+
+    * pure → approx: (ε, 0); pure → zcdp: ρ = ε²/2 (Bun & Steinke 2016, Prop. 1.4);
+    * zcdp → approx: (:func:`zcdp_to_approx` (ρ, δ), δ); needs ``delta``;
+    * approx → pure: only when δ = 0; approx → zcdp and zcdp → pure: impossible (ValueError).
+    """
+    if not isinstance(privacy, Privacy):
+        raise PrivpostError(f"convert takes a Privacy, got {type(privacy).__name__}")
+    if to not in KINDS:
+        raise PrivpostError(f"to must be one of {KINDS}, got {to!r}")
+    nb = privacy.neighbours
+    if privacy.kind == to:
+        return privacy
+    if privacy.kind == "pure":
+        if to == "approx":
+            return Privacy.approx(privacy.epsilon, 0.0, nb)
+        return Privacy.zcdp(privacy.epsilon ** 2 / 2.0, nb)
+    if privacy.kind == "zcdp":
+        if to == "approx":
+            if delta is None:
+                raise PrivpostError("converting zCDP to (ε, δ) needs delta=")
+            return Privacy.approx(zcdp_to_approx(privacy.rho, delta), float(delta), nb)
+        raise PrivpostError("ρ-zCDP does not imply pure ε-DP for any finite ε")
+    # approx
+    if to == "pure" and privacy.delta == 0:
+        return Privacy.pure(privacy.epsilon, nb)
+    raise PrivpostError(f"(ε, δ)-DP with δ > 0 cannot be converted to {to}")

@@ -1,0 +1,114 @@
+"""The command-line interface: happy paths, --json output, clear errors and exit codes."""
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from privpost.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def csv(tmp_path):
+    p = tmp_path / "data.csv"
+    rng = np.random.default_rng(0)
+    rows = "\n".join(f"{a},{b:.3f}" for a, b in zip(rng.binomial(1, 0.4, 40), rng.normal(size=40)))
+    p.write_text("answer,score\n" + rows + "\n")
+    return p
+
+
+def _release(tmp_path, csv, *extra):
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["release", str(csv), "--query", "sum", "--bounds", "0,1",
+                              "--column", "answer", "--epsilon", "1", "--seed", "1",
+                              "-o", str(out), *extra])
+    return res, out
+
+
+def test_release_then_inspect(tmp_path, csv):
+    res, out = _release(tmp_path, csv)
+    assert res.exit_code == 0, res.output
+    assert out.exists()
+    res = runner.invoke(app, ["inspect", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "laplace" in res.output and "1-DP" in res.output
+
+
+def test_json_modes(tmp_path, csv):
+    res, out = _release(tmp_path, csv, "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["n"] == 40 and doc["privacy"]["epsilon"] == 1.0
+    res = runner.invoke(app, ["inspect", str(out), "--json"])
+    assert json.loads(res.stdout)["mechanism"]["scale"] == 1.0
+
+
+def test_release_with_spec_file_clamps_out_of_bound_values(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("v\n-4\n0.25\n9\n")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"query": {"type": "sum", "bounds": [0, 1]},
+                                "mechanism": {"type": "laplace", "scale": 1e-9},
+                                "columns": ["v"]}))
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["release", str(data), "--spec", str(spec), "-o", str(out),
+                              "--seed", "0"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(out.read_text())["observed"][0] == pytest.approx(1.25, abs=1e-6)
+
+
+def test_missing_column_is_a_clear_error(tmp_path, csv):
+    res = runner.invoke(app, ["release", str(csv), "--query", "sum", "--bounds", "0,1",
+                              "--column", "nope", "--epsilon", "1", "-o", str(tmp_path / "r.json")])
+    assert res.exit_code == 1
+    assert "missing column" in res.output and "'nope'" in res.output
+    assert "Traceback" not in res.output
+
+
+def test_text_in_numeric_column(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("v\n0\n1\nabc\n")
+    res = runner.invoke(app, ["release", str(data), "--query", "sum", "--bounds", "0,1",
+                              "--column", "v", "--epsilon", "1", "-o", str(tmp_path / "r.json")])
+    assert res.exit_code == 1
+    assert "row 3" in res.output and "not a number" in res.output
+
+
+def test_bad_privacy_target_and_bounds(tmp_path, csv):
+    res = runner.invoke(app, ["release", str(csv), "--query", "sum", "--bounds", "0,1",
+                              "--column", "answer", "--epsilon", "-1", "-o", str(tmp_path / "r")])
+    assert res.exit_code == 1 and "epsilon" in res.output
+    res = runner.invoke(app, ["release", str(csv), "--query", "sum", "--bounds", "1,0",
+                              "--column", "answer", "--epsilon", "1", "-o", str(tmp_path / "r")])
+    assert res.exit_code == 1 and "bounds" in res.output
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.pop("n"),
+    lambda d: d.__setitem__("n", -2),
+    lambda d: d["mechanism"].__setitem__("epsilon", "lots"),
+    lambda d: d.__setitem__("observed", [1, 2, 3]),
+    lambda d: d["query"].__setitem__("bounds", [3, 1]),
+])
+def test_inspect_rejects_edited_release(tmp_path, csv, edit):
+    _, out = _release(tmp_path, csv)
+    doc = json.loads(out.read_text())
+    edit(doc)
+    out.write_text(json.dumps(doc))
+    res = runner.invoke(app, ["inspect", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "error:" in res.output and "Traceback" not in res.output
+
+
+def test_usage_error_exit_code(tmp_path):
+    res = runner.invoke(app, ["inspect"])
+    assert res.exit_code == 2
+
+
+def test_help_for_every_command():
+    for cmd in ("release", "inspect", "infer", "demo"):
+        res = runner.invoke(app, [cmd, "--help"])
+        assert res.exit_code == 0 and "Usage" in res.output
