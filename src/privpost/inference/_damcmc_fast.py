@@ -1,0 +1,457 @@
+"""The optional compiled protocol of DA-MCMC and its fully compiled chain driver.
+
+At small ``n`` one DA-MCMC iteration is dominated by Python overhead (a conjugate update and a
+few NumPy calls cost tens of microseconds, while the ``n`` record updates cost well under one).
+A model and a query can remove that overhead by exposing Numba-compiled versions of the three
+functions the sampler needs; the whole chain then runs in one compiled loop
+(``docs/internals.md``, "Compiled fast path for DA-MCMC"):
+
+* ``model.compiled_model() -> CompiledModel | None`` with
+  ``update(theta, records, rng) -> None`` (in place; a kernel invariant for ``p(theta | x)``)
+  and ``simulate(theta, out, rng) -> None`` (fill ``out`` with i.i.d. records from
+  ``f(. | theta)``);
+* ``query.compiled_t() -> contrib | None`` with ``contrib(records, out) -> None`` (fill ``out``
+  ``(m, d)`` with the contributions). Built-in queries without the method get a compiled
+  contribution from this module (:func:`builtin_contrib`).
+
+Conventions: ``theta`` is a float64 vector, the concatenation of ``params[name].ravel()`` in the
+order of ``model.param_shapes``; ``records`` is a float64 ``(m, record_width)`` C-contiguous
+array holding the model's records (``np.asarray(records, float64).reshape(m, record_width)``,
+same column order); ``rng`` is a :class:`numpy.random.Generator` (Numba supports its methods and
+advances the same stream). Before sampling, :func:`resolve_fast_path` checks the compiled
+functions against the Python ``simulate`` and ``query.t`` on a few records and falls back to the
+generic path (with a warning) if they disagree.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+from numba import njit
+
+from privpost.errors import IncompatibleError
+from privpost.inference._kernels import sweep_l1, sweep_l2
+
+__all__ = ["CompiledModel", "FastPath", "resolve_fast_path", "builtin_contrib", "CompiledChain",
+           "pack_params", "unpack_params"]
+
+
+class CompiledModel(NamedTuple):
+    """What ``Model.compiled_model()`` returns (all functions ``numba.njit``-compiled).
+
+    Attributes
+    ----------
+    record_width : int
+        Columns of the float64 record array the compiled functions use (1 for scalar records).
+    update : dispatcher
+        ``update(theta: float64[:], records: float64[:, :], rng) -> None``: overwrite ``theta``
+        with one draw of a kernel invariant for ``p(theta | records)`` (same law as the model's
+        Python ``update``). ``records`` are on the original, unclamped scale.
+    simulate : dispatcher
+        ``simulate(theta: float64[:], out: float64[:, :], rng) -> None``: fill ``out`` (m rows)
+        with i.i.d. records from ``f(. | theta)`` (same law as the Python ``simulate``).
+    """
+
+    record_width: int
+    update: Callable[..., Any]
+    simulate: Callable[..., Any]
+
+
+# ============================================================================================
+# parameter vector <-> dict
+# ============================================================================================
+
+def pack_params(params: dict, shapes: dict) -> np.ndarray:
+    """Concatenate ``params[name].ravel()`` in ``shapes`` order (float64)."""
+    return np.concatenate([np.asarray(params[k], dtype=np.float64).reshape(-1) for k in shapes]) \
+        if shapes else np.empty(0)
+
+
+def unpack_params(theta: np.ndarray, shapes: dict) -> dict:
+    """Inverse of :func:`pack_params`; ``theta`` may carry leading axes (``(..., P)``)."""
+    out, pos = {}, 0
+    lead = theta.shape[:-1]
+    for k, shp in shapes.items():
+        size = int(np.prod(shp, dtype=np.int64))
+        out[k] = theta[..., pos:pos + size].reshape(lead + tuple(shp)).copy()
+        pos += size
+    return out
+
+
+# ============================================================================================
+# built-in compiled contributions (validated against query.t before use)
+# ============================================================================================
+
+def _make_clamp(lo: float, hi: float, factor: float):
+    @njit(nogil=True)
+    def contrib(rec, out):
+        for r in range(rec.shape[0]):
+            v = rec[r, 0]
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            out[r, 0] = v * factor
+    return contrib
+
+
+def _make_histogram(k: int):
+    @njit(nogil=True)
+    def contrib(rec, out):
+        for r in range(rec.shape[0]):
+            for j in range(k):
+                out[r, j] = 0.0
+            out[r, int(rec[r, 0])] = 1.0
+    return contrib
+
+
+def _make_regression(lo: np.ndarray, hi: np.ndarray, iu0: np.ndarray, iu1: np.ndarray):
+    lo = np.ascontiguousarray(lo, dtype=np.float64)
+    hi = np.ascontiguousarray(hi, dtype=np.float64)
+    iu0 = np.ascontiguousarray(iu0, dtype=np.int64)
+    iu1 = np.ascontiguousarray(iu1, dtype=np.int64)
+    q = lo.shape[0]          # p + 1 fields: x_1..x_p, y
+    ne = iu0.shape[0]
+
+    @njit(nogil=True)
+    def contrib(rec, out):
+        xt = np.empty(q)
+        for r in range(rec.shape[0]):
+            xt[0] = 1.0
+            yt = 0.0
+            for c in range(q):
+                v = rec[r, c]
+                if v < lo[c]:
+                    v = lo[c]
+                elif v > hi[c]:
+                    v = hi[c]
+                z = 2.0 * (v - lo[c]) / (hi[c] - lo[c]) - 1.0
+                if c < q - 1:
+                    xt[c + 1] = z
+                else:
+                    yt = z
+            for j in range(q):
+                out[r, j] = xt[j] * yt
+            out[r, q] = yt * yt
+            for e in range(ne):
+                out[r, q + 1 + e] = xt[iu0[e]] * xt[iu1[e]]
+    return contrib
+
+
+def _make_naive_bayes(offsets: np.ndarray, levels: np.ndarray, d: int):
+    """Records ``(m, K+1)`` = ``[y, x_1..x_K]``: one count in cell ``offset_k + y J_k + x_k``
+    of every feature table (NaiveBayesCounts' ``(k, i, j)`` row-major layout)."""
+    K = levels.shape[0]
+
+    @njit(nogil=True)
+    def contrib(rec, out):
+        for r in range(rec.shape[0]):
+            for j in range(d):
+                out[r, j] = 0.0
+            y = int(rec[r, 0])
+            for k in range(K):
+                out[r, offsets[k] + y * levels[k] + int(rec[r, k + 1])] = 1.0
+    return contrib
+
+
+_CONTRIB_CACHE: dict = {}
+
+
+def builtin_contrib(query):
+    """A compiled ``contrib(records, out)`` for built-in queries, or ``None``.
+
+    Cached per query parameters: the chain driver is compiled once per distinct function, so
+    returning the same dispatcher for equal queries avoids recompiling it.
+    """
+    name = getattr(query, "name", None)
+    try:
+        if name in ("sum", "mean"):
+            lo, hi = (float(v) for v in query.bounds)
+            factor = 1.0 if name == "sum" else 1.0 / float(query.n)
+            key = ("clamp", lo, hi, factor)
+            make = lambda: _make_clamp(lo, hi, factor)  # noqa: E731
+        elif name == "histogram":
+            key = ("histogram", int(query.categories))
+            make = lambda: _make_histogram(int(query.categories))  # noqa: E731
+        elif name == "regression_stats":
+            # public parameters only; layout documented in RegressionStats' docstring
+            bx = [tuple(map(float, b)) for b in query.bounds_x]
+            by = tuple(map(float, query.bounds_y))
+            lo = np.array([b[0] for b in bx] + [by[0]])
+            hi = np.array([b[1] for b in bx] + [by[1]])
+            iu0, iu1 = np.triu_indices(len(bx) + 1)
+            keep = ~((iu0 == 0) & (iu1 == 0))
+            iu0, iu1 = iu0[keep].astype(np.int64), iu1[keep].astype(np.int64)
+            key = ("regression", lo.tobytes(), hi.tobytes())
+            make = lambda: _make_regression(lo, hi, iu0, iu1)  # noqa: E731
+        elif name == "naive_bayes_counts":
+            n_cls = int(query.n_classes)
+            levels = np.asarray(query.n_levels, dtype=np.int64)
+            offsets = np.concatenate([[0], np.cumsum(n_cls * levels)[:-1]]).astype(np.int64)
+            key = ("naive-bayes", n_cls, levels.tobytes())
+            make = lambda: _make_naive_bayes(offsets, levels, int(n_cls * levels.sum()))  # noqa: E731
+        else:
+            return None
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if key not in _CONTRIB_CACHE:
+        _CONTRIB_CACHE[key] = make()
+    return _CONTRIB_CACHE[key]
+
+
+# ============================================================================================
+# the compiled chain driver
+# ============================================================================================
+
+@njit(nogil=True)
+def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_prop, T, s_obs,
+           weight, log_u, accept, record_counts, sweep_counts, rng, n_iter, warmup, thin,
+           log_const, recompute_every, store_theta, store_rate, store_min, store_log_eta,
+           ictr, fctr):
+    """Run ``n_iter`` DA-MCMC iterations (Algorithm 1) entirely in compiled code.
+
+    ``ictr = [iteration, n_stored]``, ``fctr = [running block minimum, max drift of T]``.
+    """
+    n, d = t_cur.shape
+    m = t_prop.shape[0]
+    k = m // n
+    rw = records.shape[1]
+    empty = np.empty(0)
+    inv_n = 1.0 / n
+    for _ in range(n_iter):
+        it = ictr[0]
+        if it == warmup:
+            record_counts[:] = 0
+        update(theta, records, rng)
+        simulate(theta, prop, rng)
+        contrib(prop, t_prop)
+        for r in range(m):
+            log_u[r] = -rng.standard_exponential()
+        if use_l2:
+            nacc = sweep_l2(T, s_obs, t_cur, t_prop, empty, log_u, weight, accept,
+                            record_counts, sweep_counts)
+        else:
+            nacc = sweep_l1(T, s_obs, t_cur, t_prop, empty, log_u, weight, accept,
+                            record_counts, sweep_counts)
+        if nacc > 0:
+            for r in range(m):
+                if accept[r]:
+                    i = r % n
+                    for c in range(rw):
+                        records[i, c] = prop[r, c]
+        if it >= warmup:
+            mn = sweep_counts[0]
+            for s in range(1, k):
+                if sweep_counts[s] < mn:
+                    mn = sweep_counts[s]
+            fmin = mn * inv_n
+            if fmin < fctr[0]:
+                fctr[0] = fmin
+            if (it - warmup) % thin == thin - 1:
+                j = ictr[1]
+                for c in range(theta.shape[0]):
+                    store_theta[j, c] = theta[c]
+                store_rate[j] = nacc / m
+                store_min[j] = fctr[0]
+                lg = 0.0
+                for c in range(d):
+                    res = s_obs[c] - T[c]
+                    if use_l2:
+                        lg -= weight[c] * res * res
+                    else:
+                        lg -= weight[c] * abs(res)
+                store_log_eta[j] = log_const + lg
+                fctr[0] = np.inf
+                ictr[1] = j + 1
+        if recompute_every > 0 and (it + 1) % recompute_every == 0:
+            contrib(records, t_cur)
+            for c in range(d):
+                acc = 0.0
+                for i in range(n):
+                    acc += t_cur[i, c]
+                drift = abs(acc - T[c])
+                if drift > fctr[1]:
+                    fctr[1] = drift
+                T[c] = acc
+        ictr[0] = it + 1
+
+
+class FastPath:
+    """A validated compiled model + compiled contribution for one (model, query) pair."""
+
+    def __init__(self, cm: CompiledModel, contrib, source: str):
+        self.cm = cm
+        self.contrib = contrib
+        self.source = source
+
+    def warm_up(self, problem) -> None:
+        """Compile the driver for this model/query (before forking worker processes)."""
+        from privpost.inference.damcmc import Sampler
+
+        ch = CompiledChain(self, Sampler(None, None, _problem=problem), 0,
+                           np.random.default_rng(0), None, 1, 0, 1)
+        ch.advance(0)
+
+
+class CompiledChain:
+    """One chain on the fully compiled path; same interface as the generic chain."""
+
+    def __init__(self, fast: FastPath, sampler, chain, rng, init, draws, warmup, thin,
+                 recompute_every: int = 1000):
+        p = sampler.p
+        self.fast, self.p, self.chain, self.rng = fast, p, chain, rng
+        st = sampler.init(rng, init)   # same initialisation as the generic path
+        rw = fast.cm.record_width
+        self.theta = pack_params(st.params, p.shapes)
+        self.records = np.ascontiguousarray(np.asarray(st.records, dtype=np.float64)
+                                            .reshape(p.n, rw))
+        self.t_cur = np.zeros((p.n, p.d))
+        fast.contrib(self.records, self.t_cur)
+        self.T = np.ascontiguousarray(self.t_cur.sum(axis=0))
+        m = p.n * p.k
+        self.prop = np.zeros((m, rw))
+        self.t_prop = np.zeros((m, p.d))
+        self.log_u = np.zeros(m)
+        self.accept = np.zeros(m, dtype=np.bool_)
+        self.record_counts = np.zeros(p.n, dtype=np.int64)
+        self.sweep_counts = np.zeros(p.k, dtype=np.int64)
+        self.draws, self.warmup, self.thin = draws, warmup, thin
+        self.total = warmup + draws * thin
+        self.store_theta = np.zeros((draws, self.theta.shape[0]))
+        self.store_rate = np.zeros(draws)
+        self.store_min = np.zeros(draws)
+        self.store_log_eta = np.zeros(draws)
+        self.ictr = np.zeros(2, dtype=np.int64)
+        self.fctr = np.array([np.inf, 0.0])
+        self.recompute_every = recompute_every
+
+    @property
+    def it(self) -> int:
+        return int(self.ictr[0])
+
+    @property
+    def n_stored(self) -> int:
+        return int(self.ictr[1])
+
+    @property
+    def max_drift(self) -> float:
+        return float(self.fctr[1])
+
+    def advance(self, n_iter: int) -> None:
+        p, f = self.p, self.fast
+        _drive(f.cm.update, f.cm.simulate, f.contrib, p.kernel == "l2", self.theta,
+               self.records, self.prop, self.t_cur, self.t_prop, self.T, p.s_obs, p.weight,
+               self.log_u, self.accept, self.record_counts, self.sweep_counts, self.rng,
+               int(n_iter), int(self.warmup), int(self.thin), float(p.log_const),
+               int(self.recompute_every), self.store_theta, self.store_rate, self.store_min,
+               self.store_log_eta, self.ictr, self.fctr)
+
+    def post_sweeps(self) -> int:
+        return max(0, self.it - self.warmup) * self.p.k
+
+    def result(self) -> dict:
+        j = self.n_stored
+        return {"draws": unpack_params(self.store_theta[:j], self.p.shapes),
+                "accept_rate": self.store_rate[:j].copy(), "accept_min": self.store_min[:j].copy(),
+                "log_eta": self.store_log_eta[:j].copy(),
+                "record_counts": self.record_counts.copy(), "post_sweeps": self.post_sweeps(),
+                "n_stored": j, "it": self.it}
+
+
+# ============================================================================================
+# choosing and validating the fast path
+# ============================================================================================
+
+#: ``fast_path="auto"`` compiles only runs with at least this much work, counted as
+#: ``chains * iterations * (sweeps_per_iteration * n + 500)`` record updates (500 stands for the
+#: per-iteration overhead): compiling the driver costs a few seconds once per process, which a
+#: shorter run would not repay (the generic path needs no compilation).
+AUTO_MIN_WORK = 5e7
+
+
+def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
+                      work: float | None = None) -> FastPath | None:
+    """The validated :class:`FastPath` for ``problem``, or ``None`` for the generic path.
+
+    ``fast_path=True`` raises :class:`IncompatibleError` when it is unavailable; ``"auto"``
+    chooses the generic path for runs below :data:`AUTO_MIN_WORK` (``work``), falls back silently
+    when the model or query lacks the protocol, and with a warning when the compiled functions
+    disagree with the Python ones.
+    """
+    if fast_path is False:
+        return None
+    required = fast_path is True
+    if not required and work is not None and work < AUTO_MIN_WORK:
+        return None
+
+    def unavailable(msg):
+        if required:
+            raise IncompatibleError(f"damcmc fast_path=True: {msg}")
+        return None
+
+    if problem.proposal is not None:
+        return unavailable("the compiled driver supports model proposals only (no proposal=)")
+    getter = getattr(problem.model, "compiled_model", None)
+    cm = getter() if callable(getter) else None
+    if cm is None:
+        return unavailable(f"model {type(problem.model).__name__} has no compiled_model()")
+    qget = getattr(problem.query, "compiled_t", None)
+    contrib = qget() if callable(qget) else None
+    source = "query.compiled_t()"
+    if contrib is None:
+        contrib = builtin_contrib(problem.query)
+        source = "built-in"
+    if contrib is None:
+        return unavailable(f"query {type(problem.query).__name__} has no compiled_t()")
+    fast = FastPath(cm, contrib, source)
+    try:
+        _validate(problem, fast)
+    except IncompatibleError as exc:
+        if required:
+            raise
+        if not quiet:
+            warnings.warn(f"damcmc: not using the compiled fast path: {exc}", RuntimeWarning,
+                          stacklevel=3)
+        return None
+    return fast
+
+
+def _validate(problem, fast: FastPath, m: int = 32) -> None:
+    p = problem
+    cm = fast.cm
+    rw = int(cm.record_width)
+    width = int(np.prod(p.rec_tail, dtype=np.int64)) if p.rec_tail else 1
+    name = type(p.model).__name__
+    if rw != width:
+        raise IncompatibleError(f"{name}.compiled_model().record_width = {rw}, but the model's "
+                                f"records have {width} column(s)")
+    vrng = np.random.default_rng(987654321)
+    params = p.model.prior_sample(vrng)
+    theta = pack_params(params, p.shapes)
+    recs = np.asarray(p.model.simulate(params, m, vrng))
+    r2 = np.ascontiguousarray(np.asarray(recs, dtype=np.float64).reshape(m, rw))
+    out = np.zeros((m, p.d))
+    fast.contrib(r2, out)
+    want = p.t(recs)
+    if not np.allclose(out, want, rtol=1e-10, atol=1e-12):
+        raise IncompatibleError(f"compiled contributions ({fast.source}) disagree with "
+                                f"{type(p.query).__name__}.t")
+    sim = np.zeros((m, rw))
+    cm.simulate(theta.copy(), sim, vrng)
+    if not np.all(np.isfinite(sim)):
+        raise IncompatibleError(f"{name}: compiled simulate produced non-finite records")
+    back = sim.reshape((m,) + p.rec_tail).astype(p.rec_dtype)
+    out2 = np.zeros((m, p.d))
+    fast.contrib(sim, out2)
+    if not np.allclose(out2, p.t(back), rtol=1e-10, atol=1e-12):
+        raise IncompatibleError(f"{name}: records from the compiled simulate do not have the "
+                                f"layout of the Python simulate")
+    th = theta.copy()
+    cm.update(th, sim, vrng)
+    if th.shape != theta.shape or not np.all(np.isfinite(th)):
+        raise IncompatibleError(f"{name}: compiled update produced an invalid parameter vector")
+    if not math.isfinite(float(p.log_const)):
+        raise IncompatibleError("non-finite mechanism constant")

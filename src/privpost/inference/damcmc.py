@@ -1,0 +1,778 @@
+"""Data augmentation MCMC (Ju, Awan, Gong & Rao 2022; seed 000): exact, general and fast.
+
+The sampler targets the augmented posterior ``p(theta, x | s_dp) ∝ p(theta) f(x | theta)
+eta(s_dp | x)``, whose ``theta``-marginal is the exact private posterior. One iteration is
+
+1. ``theta <- model.update(theta, x)`` (any kernel invariant for ``p(theta | x)``);
+2. ``k = sweeps_per_iteration`` systematic scans over the records: for ``i = 1..n`` propose
+   ``x_i*`` and accept with probability
+   ``min(1, g(s, T - t(x_i) + t(x_i*)) / g(s, T) * extra_i)``, keeping the running sum
+   ``T = sum_i t(x_i)`` of the per-record contributions. With model proposals
+   ``x_i* ~ f(. | theta)`` (Algorithm 1) ``extra_i = 1``; with a user proposal ``q``
+   (Algorithm 2) ``extra_i = f(x_i*) q(x_i | x_i*) / (f(x_i) q(x_i* | x_i))``.
+
+**Fast path** (``docs/internals.md``; DESIGN §3). Proposals depend only on ``theta`` (Algorithm 1),
+so all ``k n`` of them and their contributions are drawn and computed at once by the model's and
+the query's vectorised NumPy code; the sequential accept/reject loop runs compiled
+(:mod:`privpost.inference._kernels`, one loop per kernel family of the mechanism). Models and
+queries that implement the optional *compiled protocol* (``model.compiled_model()``,
+``query.compiled_t()``, see ``docs/internals.md``) get a fully compiled chain driver
+(:mod:`privpost.inference._damcmc_fast`), which removes the per-iteration Python overhead that
+dominates at small ``n``.
+
+Example::
+
+    import privpost as pp
+    post = pp.infer(model, release, method="damcmc", draws=2000, warmup=1000, chains=4, seed=1)
+    post.summary()
+
+The step-level API (:class:`Sampler`) follows BlackJAX's ``init``/``step`` style and is what the
+tests use to check one sweep at a time.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import sys
+import time
+import warnings
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from privpost._rng import as_generator, spawn
+from privpost.errors import IncompatibleError, PrivpostError
+from privpost.inference import _kernels
+from privpost.inference._damcmc_fast import CompiledModel, resolve_fast_path
+
+__all__ = ["run", "Sampler", "ChainState", "CompiledModel"]
+
+_EMPTY = np.empty(0)
+# Target wall time of one block of iterations between progress updates / interrupt checks.
+_BLOCK_SECONDS = 0.1
+
+
+# ============================================================================================
+# problem set-up and validation (done once, never inside the loop)
+# ============================================================================================
+
+def _as_observed(release, d: int) -> np.ndarray:
+    try:
+        s = np.asarray(release.observed, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise IncompatibleError("release.observed: cannot be read as numbers") from None
+    if s.ndim == 0:
+        s = s.reshape(1)
+    if s.shape != (d,):
+        raise IncompatibleError(
+            f"release.observed has shape {s.shape} but query {type(release.query).__name__} "
+            f"releases d = {d} value(s)")
+    if not np.all(np.isfinite(s)):
+        raise IncompatibleError("release.observed contains non-finite values")
+    return np.ascontiguousarray(s)
+
+
+def _positive_int(value, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise PrivpostError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+class _Problem:
+    """Everything :func:`run` checks once: the model/query/mechanism fit, the kernel family and
+    its weights, the normalising constant of the mechanism's density, the record layout."""
+
+    def __init__(self, model, release, *, proposal=None, sweeps_per_iteration: int = 1):
+        self.k = _positive_int(sweeps_per_iteration, "sweeps_per_iteration")
+        for attr in ("query", "mechanism", "n", "observed"):
+            if not hasattr(release, attr):
+                raise IncompatibleError(
+                    f"damcmc needs a single Release (query, mechanism, n, observed); got "
+                    f"{type(release).__name__} without {attr!r}")
+        for attr in ("param_shapes", "prior_sample", "simulate", "update"):
+            if not hasattr(model, attr):
+                raise IncompatibleError(
+                    f"damcmc needs a model with prior_sample, simulate, update and param_shapes; "
+                    f"{type(model).__name__} has no {attr!r}")
+        self.model = model
+        self.release = release
+        query = self.query = release.query
+        mech = self.mech = release.mechanism
+        if hasattr(model, "check_query"):
+            model.check_query(query)
+        kernel = getattr(mech, "kernel", None)
+        mname = getattr(mech, "name", type(mech).__name__)
+        if kernel not in _kernels.KERNELS:
+            raise IncompatibleError(
+                f"mechanism {mname} has no density usable by damcmc (it needs a record-additive "
+                f"noise density of the l1 or l2 family: Laplace, Gaussian, discrete Laplace or "
+                f"discrete Gaussian)")
+        self.kernel = kernel
+        scale = getattr(mech, "scale", None)
+        if scale is None or not np.all(np.isfinite(scale)) or not np.all(np.asarray(scale) > 0):
+            raise IncompatibleError(f"mechanism {mname} has no finite positive scale "
+                                    f"(is it calibrated?), got {scale!r}")
+        if getattr(mech, "discrete", False) and not getattr(query, "integer", False):
+            raise IncompatibleError(
+                f"mechanism {mname} adds integer noise, but query {type(query).__name__} is not "
+                f"integer-valued")
+        self.n = _positive_int(release.n, "release.n")
+        self.d = int(query.dim)
+        self.s_obs = _as_observed(release, self.d)
+        self.scale = scale
+        self.weight = _kernels.weights_for(kernel, scale, self.d)
+        self.sweep = _kernels.KERNELS[kernel]
+        self.log_g = _kernels.LOG_G[kernel]
+        self.mech_name = mname
+        self.proposal = proposal
+        if proposal is not None:
+            for meth in ("propose", "log_ratio"):
+                if not callable(getattr(proposal, meth, None)):
+                    raise IncompatibleError(
+                        f"proposal {type(proposal).__name__} has no method {meth}(); a damcmc "
+                        f"proposal needs propose(records, params, rng) and "
+                        f"log_ratio(records, proposed, params)")
+            if not callable(getattr(model, "log_likelihood", None)):
+                raise IncompatibleError(f"a user proposal needs model.log_likelihood(); "
+                                        f"{type(model).__name__} has none")
+        try:
+            has_check = "check" in inspect.signature(query.t).parameters
+        except (TypeError, ValueError):
+            has_check = False
+        self._t_kwargs = {"check": False} if has_check else {}
+        self.names = list(model.param_shapes)
+        self.shapes = {k: tuple(v) for k, v in model.param_shapes.items()}
+        self._check_layout_and_density()
+
+    # ---- contributions -----------------------------------------------------------------
+    def t(self, records) -> np.ndarray:
+        """Per-record contributions ``(m, d)`` as a C-contiguous float64 array."""
+        return np.ascontiguousarray(self.query.t(records, **self._t_kwargs), dtype=np.float64)
+
+    def _check_layout_and_density(self):
+        vrng = np.random.default_rng(20220517)  # never a chain's stream
+        model, query = self.model, self.query
+        params = model.prior_sample(vrng)
+        missing = [k for k in self.names if k not in params]
+        if missing:
+            raise IncompatibleError(f"model {type(model).__name__}.prior_sample() lacks "
+                                    f"parameter(s) {missing}")
+        recs = np.asarray(model.simulate(params, 3, vrng))
+        if recs.shape[:1] != (3,):
+            raise IncompatibleError(f"model {type(model).__name__}.simulate(params, 3) returned "
+                                    f"shape {recs.shape}, expected (3, ...)")
+        try:
+            t = self.t(recs)
+        except PrivpostError as exc:
+            raise IncompatibleError(
+                f"records simulated by model {type(model).__name__} do not fit query "
+                f"{type(query).__name__}: {exc}") from None
+        if t.shape != (3, self.d):
+            raise IncompatibleError(
+                f"query {type(query).__name__}.t returned shape {t.shape} for 3 records, "
+                f"expected (3, {self.d})")
+        if not np.all(np.isfinite(t)):
+            raise IncompatibleError(f"query {type(query).__name__} gives non-finite "
+                                    f"contributions for records simulated by the model")
+        self.rec_tail = recs.shape[1:]
+        self.rec_dtype = recs.dtype
+        # The log density the compiled loop uses must be the mechanism's, up to a constant.
+        self.log_const = float(self.mech.logpdf(self.s_obs, self.s_obs))
+        if not np.isfinite(self.log_const):
+            raise IncompatibleError(f"mechanism {self.mech_name}: logpdf(observed, observed) is "
+                                    f"not finite")
+        sc = float(np.max(np.asarray(self.scale, dtype=float)))
+        z = vrng.normal(0.0, 2.0 * sc, size=(4, self.d))
+        if getattr(self.mech, "discrete", False):
+            z = np.round(z)
+        for zi in z:
+            T = self.s_obs - zi
+            want = float(self.mech.logpdf(self.s_obs, T)) - self.log_const
+            got = float(self.log_g(T, self.s_obs, self.weight))
+            if not math.isclose(want, got, rel_tol=1e-7, abs_tol=1e-9):
+                raise IncompatibleError(
+                    f"mechanism {self.mech_name}: kernel {self.kernel!r} with scale {self.scale} "
+                    f"disagrees with its logpdf ({got} vs {want}); cannot run damcmc")
+
+    # ---- records given by the user -------------------------------------------------------
+    def coerce_records(self, records) -> np.ndarray:
+        arr = np.asarray(records)
+        if arr.shape != (self.n,) + self.rec_tail:
+            raise IncompatibleError(f"init records have shape {arr.shape}, expected "
+                                    f"{(self.n,) + self.rec_tail} (n = {self.n} records in the "
+                                    f"model's layout)")
+        return np.array(arr, dtype=self.rec_dtype, order="C")
+
+    def coerce_params(self, params: dict) -> dict:
+        out = {}
+        for name in self.names:
+            if name not in params:
+                raise IncompatibleError(f"init params lack {name!r} (model parameters: "
+                                        f"{self.names})")
+            v = np.asarray(params[name], dtype=np.float64)
+            if v.shape != self.shapes[name]:
+                raise IncompatibleError(f"init param {name!r} has shape {v.shape}, expected "
+                                        f"{self.shapes[name]}")
+            out[name] = v.copy()
+        return out
+
+
+def _split_init(init, chains: int) -> list[dict | None]:
+    """``init`` -> one ``{"params": ..., "records": ...}`` (or None) per chain."""
+    if init is None:
+        return [None] * chains
+    if isinstance(init, (list, tuple)):
+        if len(init) != chains:
+            raise PrivpostError(f"init is a list of {len(init)} entries, expected one per chain "
+                                f"({chains})")
+        return [_one_init(i) for i in init]
+    one = _one_init(init)
+    return [one] * chains
+
+
+def _one_init(init):
+    if init is None:
+        return None
+    if not isinstance(init, dict):
+        raise PrivpostError("init must be a dict (parameter values, or keys 'params' and/or "
+                            "'records'), a list of such dicts (one per chain), or None")
+    if init and set(init) <= {"params", "records"}:
+        return {"params": init.get("params"), "records": init.get("records")}
+    return {"params": init, "records": None}
+
+
+# ============================================================================================
+# the step-level sampler (generic path: NumPy proposals + compiled accept/reject loop)
+# ============================================================================================
+
+@dataclass
+class ChainState:
+    """State of one DA-MCMC chain.
+
+    Attributes
+    ----------
+    params : dict[str, ndarray]
+        Current parameters.
+    records : ndarray, shape (n, ...)
+        Current latent confidential records (model layout).
+    t_cur : ndarray, shape (n, d)
+        Contributions ``query.t(records)`` (kept in step with ``records``).
+    T : ndarray, shape (d,)
+        Running sum ``t_cur.sum(axis=0)``, updated incrementally.
+    """
+
+    params: dict
+    records: np.ndarray
+    t_cur: np.ndarray
+    T: np.ndarray
+    accept: np.ndarray = field(repr=False)
+    record_counts: np.ndarray = field(repr=False)
+    sweep_counts: np.ndarray = field(repr=False)
+    log_u: np.ndarray = field(repr=False, default=None)
+    rec2d: np.ndarray = field(repr=False, default=None)
+
+
+def _copy_records(st: ChainState, prop, m: int) -> None:
+    """Copy accepted proposals (rows ``r`` of ``prop``, record ``r mod n``) into the records."""
+    prop = np.asarray(prop)
+    if prop.dtype == st.rec2d.dtype and prop.flags.c_contiguous:
+        _kernels.copy_accepted(st.rec2d, prop.reshape(m, -1), st.accept)
+    else:  # unusual dtype/layout from a user model: plain NumPy, in sweep order
+        n = st.rec2d.shape[0]
+        src = prop.reshape(m, -1)
+        for j in range(m // n):
+            acc = st.accept[j * n:(j + 1) * n]
+            st.rec2d[acc] = src[j * n:(j + 1) * n][acc]
+
+
+class Sampler:
+    """DA-MCMC for one (model, release) pair, one step at a time (generic path).
+
+    ``init(rng, init=None) -> ChainState``; ``step(state, rng) -> int`` (one iteration: theta
+    update then ``sweeps_per_iteration`` record sweeps; returns the number of accepted record
+    proposals and updates ``state`` in place); ``recompute(state) -> float`` (debug hook:
+    recompute ``t_cur`` and ``T`` from the records, return the largest drift of ``T``);
+    ``log_eta(state)`` (normalised ``log eta(s_dp | x)``).
+    """
+
+    def __init__(self, model, release, *, proposal=None, sweeps_per_iteration: int = 1,
+                 _problem: _Problem | None = None):
+        self.p = _problem or _Problem(model, release, proposal=proposal,
+                                      sweeps_per_iteration=sweeps_per_iteration)
+
+    @property
+    def problem(self) -> _Problem:
+        return self.p
+
+    def init(self, rng, init=None) -> ChainState:
+        p = self.p
+        rng = as_generator(rng)
+        init = _one_init(init)
+        params = records = None
+        if init is not None:
+            if init.get("params") is not None:
+                params = p.coerce_params(init["params"])
+            if init.get("records") is not None:
+                records = p.coerce_records(init["records"])
+        if params is None:
+            params = p.model.prior_sample(rng)
+        if records is None:
+            records = np.array(p.model.simulate(params, p.n, rng), dtype=p.rec_dtype, order="C")
+        t_cur = p.t(records).copy()
+        T = np.ascontiguousarray(t_cur.sum(axis=0))
+        m = p.n * (p.k if p.proposal is None else 1)
+        st = ChainState(params=params, records=records, t_cur=t_cur, T=T,
+                        accept=np.zeros(m, dtype=np.bool_),
+                        record_counts=np.zeros(p.n, dtype=np.int64),
+                        sweep_counts=np.zeros(p.k, dtype=np.int64))
+        st.log_u = np.zeros(m)
+        st.rec2d = records.reshape(p.n, -1)   # a view: copies into it update ``records``
+        return st
+
+    def step(self, st: ChainState, rng) -> int:
+        p = self.p
+        model = p.model
+        params = model.update(st.params, st.records, rng)
+        st.params = params
+        if p.proposal is not None:
+            return self._step_user(st, rng, params)
+        n, k = p.n, p.k
+        m = n * k
+        prop = model.simulate(params, m, rng)
+        t_prop = p.t(prop)
+        log_u = st.log_u
+        rng.standard_exponential(out=log_u)
+        np.negative(log_u, out=log_u)
+        nacc = p.sweep(st.T, p.s_obs, st.t_cur, t_prop, _EMPTY, log_u, p.weight, st.accept,
+                       st.record_counts, st.sweep_counts)
+        if nacc:
+            _copy_records(st, prop, m)
+        return nacc
+
+    def _step_user(self, st: ChainState, rng, params) -> int:
+        # Algorithm 2: the proposal for record i may depend on x_i (its value at the start of
+        # the sweep, which is its value when it is visited), theta and s_dp, not on x_{-i};
+        # so one vectorised call per sweep is exact. Sweeps are sequential.
+        p = self.p
+        model, prop_obj = p.model, p.proposal
+        n = p.n
+        ll_cur = np.asarray(model.log_likelihood(params, st.records), dtype=np.float64)
+        total = 0
+        for j in range(p.k):
+            prop = np.asarray(prop_obj.propose(st.records, params, rng))
+            ll_prop = np.asarray(model.log_likelihood(params, prop), dtype=np.float64)
+            extra = (ll_prop - ll_cur
+                     + np.asarray(prop_obj.log_ratio(st.records, prop, params), dtype=np.float64))
+            extra = np.ascontiguousarray(extra, dtype=np.float64).reshape(n)
+            t_prop = p.t(prop)
+            log_u = rng.standard_exponential(n)
+            np.negative(log_u, out=log_u)
+            nacc = p.sweep(st.T, p.s_obs, st.t_cur, t_prop, extra, log_u, p.weight, st.accept,
+                           st.record_counts, st.sweep_counts[j:j + 1])
+            if nacc:
+                _copy_records(st, prop, n)
+                ll_cur = np.where(st.accept, ll_prop, ll_cur)
+            total += nacc
+        return total
+
+    def recompute(self, st: ChainState) -> float:
+        """Debug/test hook: recompute ``t_cur`` and ``T`` from scratch; return max ``|ΔT|``."""
+        t_new = self.p.t(st.records)
+        T_new = t_new.sum(axis=0)
+        drift = float(np.max(np.abs(T_new - st.T))) if T_new.size else 0.0
+        st.t_cur[...] = t_new
+        st.T[...] = T_new
+        return drift
+
+    def log_eta(self, st: ChainState) -> float:
+        """Normalised ``log eta(s_dp | x) = log g(s_dp, T)`` at the current state."""
+        return self.p.log_const + float(self.p.log_g(st.T, self.p.s_obs, self.p.weight))
+
+
+# ============================================================================================
+# chains: bookkeeping shared by the generic and the compiled drivers
+# ============================================================================================
+
+class _GenericChain:
+    """One chain on the generic path, advanced in blocks of iterations."""
+
+    def __init__(self, sampler: Sampler, chain: int, rng, init, draws, warmup, thin,
+                 recompute_every: int = 1000):
+        p = sampler.p
+        self.sampler, self.chain, self.rng = sampler, chain, rng
+        self.state = sampler.init(rng, init)
+        self.draws, self.warmup, self.thin = draws, warmup, thin
+        self.total = warmup + draws * thin
+        self.it = 0
+        self.n_stored = 0
+        self.out = {name: np.zeros((draws,) + p.shapes[name]) for name in p.names}
+        self.accept_rate = np.zeros(draws)
+        self.accept_min = np.zeros(draws)
+        self.log_eta = np.zeros(draws)
+        self.block_min = math.inf
+        self.recompute_every = recompute_every
+        self.max_drift = 0.0
+
+    def advance(self, n_iter: int) -> None:
+        sampler, st, p = self.sampler, self.state, self.sampler.p
+        m = p.n * p.k
+        inv_n = 1.0 / p.n
+        warmup, thin = self.warmup, self.thin
+        for _ in range(n_iter):
+            it = self.it
+            if it == warmup:
+                st.record_counts[:] = 0
+            nacc = sampler.step(st, self.rng)
+            if it >= warmup:
+                mn = (nacc if p.k == 1 else int(st.sweep_counts.min())) * inv_n
+                if mn < self.block_min:
+                    self.block_min = mn
+                if (it - warmup) % thin == thin - 1:
+                    j = self.n_stored
+                    params = st.params
+                    for name, arr in self.out.items():
+                        arr[j] = params[name]
+                    self.accept_rate[j] = nacc / m
+                    self.accept_min[j] = self.block_min
+                    self.log_eta[j] = p.log_const + p.log_g(st.T, p.s_obs, p.weight)
+                    self.block_min = math.inf
+                    self.n_stored = j + 1
+            if self.recompute_every and (it + 1) % self.recompute_every == 0:
+                # Guard against floating-point drift of the running sum (exact for counts).
+                self.max_drift = max(self.max_drift, sampler.recompute(st))
+            self.it = it + 1
+
+    def post_sweeps(self) -> int:
+        return max(0, self.it - self.warmup) * self.sampler.p.k
+
+    def result(self) -> dict:
+        j = self.n_stored
+        return {"draws": {k: v[:j] for k, v in self.out.items()},
+                "accept_rate": self.accept_rate[:j], "accept_min": self.accept_min[:j],
+                "log_eta": self.log_eta[:j], "record_counts": self.state.record_counts.copy(),
+                "post_sweeps": self.post_sweeps(), "n_stored": j, "it": self.it}
+
+
+def _make_chains(problem: _Problem, fast, chain_ids, rngs, inits, draws, warmup, thin):
+    if fast is not None:
+        from privpost.inference._damcmc_fast import CompiledChain
+
+        sampler = Sampler(None, None, _problem=problem)
+        return [CompiledChain(fast, sampler, c, r, i, draws, warmup, thin)
+                for c, r, i in zip(chain_ids, rngs, inits)]
+    sampler = Sampler(None, None, _problem=problem)
+    return [_GenericChain(sampler, c, r, i, draws, warmup, thin)
+            for c, r, i in zip(chain_ids, rngs, inits)]
+
+
+def _round_robin(chains, report, should_stop) -> None:
+    """Advance every chain to its end, in blocks of about ``_BLOCK_SECONDS`` each, in turn.
+
+    Chains advance together so that an interruption leaves them at similar lengths. A chain's
+    draws do not depend on the block sizes.
+    """
+    blocks = [1] * len(chains)
+    while True:
+        busy = False
+        for idx, ch in enumerate(chains):
+            left = ch.total - ch.it
+            if left <= 0:
+                continue
+            busy = True
+            if should_stop():
+                return
+            nb = min(blocks[idx], left)
+            t0 = time.perf_counter()
+            ch.advance(nb)
+            dt = time.perf_counter() - t0
+            per = dt / nb
+            blocks[idx] = max(1, min(int(_BLOCK_SECONDS / per) if per > 0 else 10 * nb, 10 * nb))
+            report(ch.chain, ch.it)
+        if not busy:
+            return
+
+
+# ---- worker processes -------------------------------------------------------------------
+
+_SHARED = None  # multiprocessing RawArray: [iterations done per chain..., stop flag]
+
+
+def _init_worker(shared) -> None:
+    global _SHARED
+    _SHARED = shared
+    # Ctrl-C goes to the whole process group: the parent handles it and raises the stop flag.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _worker(model, release, opts, chain_ids, rngs, inits):
+    problem = _Problem(model, release, proposal=opts["proposal"],
+                       sweeps_per_iteration=opts["sweeps_per_iteration"])
+    fast = resolve_fast_path(problem, opts["fast_path"], quiet=True)
+    chains = _make_chains(problem, fast, chain_ids, rngs, inits, opts["draws"],
+                          opts["warmup"], opts["thin"])
+    shared = _SHARED
+    stop_at = len(shared) - 1
+
+    def report(c, it):
+        shared[c] = it
+
+    _round_robin(chains, report, lambda: shared[stop_at] != 0)
+    return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains]
+
+
+def _mp_context():
+    # fork keeps user-defined model classes (scripts, notebooks) usable in the workers and
+    # inherits the compiled kernels; elsewhere use the platform default.
+    if sys.platform.startswith("linux"):
+        return mp.get_context("fork")
+    return mp.get_context()
+
+
+# ---- progress bar -----------------------------------------------------------------------
+
+class _Progress:
+    def __init__(self, enabled: bool, total: int, chains: int):
+        self.bar = None
+        self.total = total
+        if not enabled:
+            return
+        try:
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+        except ImportError:  # pragma: no cover - rich is a dependency
+            return
+        self.bar = Progress(TextColumn("[bold]damcmc[/bold] {task.description}"), BarColumn(),
+                            MofNCompleteColumn(), TextColumn("iterations"), TimeElapsedColumn(),
+                            TextColumn("eta"), TimeRemainingColumn(), transient=False)
+        self.task = self.bar.add_task(f"{chains} chain{'s' if chains > 1 else ''}", total=total)
+
+    def __enter__(self):
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def update(self, done: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+        return False
+
+
+# ============================================================================================
+# the method
+# ============================================================================================
+
+def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 4, seed=None,
+        thin: int = 1, sweeps_per_iteration: int = 1, progress: bool = True,
+        cores: int | None = None, init=None, proposal=None, fast_path="auto"):
+    """Exact private posterior by data augmentation MCMC (Ju et al. 2022, Algorithms 1 and 2).
+
+    Parameters
+    ----------
+    model : privpost.models.Model
+        Prior, record simulator (the proposal of Algorithm 1) and ``update`` kernel.
+    release : privpost.Release
+        The private release; its mechanism must have a compiled kernel (``kernel`` ``"l1"``:
+        Laplace, discrete Laplace; ``"l2"``: Gaussian, discrete Gaussian).
+    draws : int
+        Retained draws per chain (after warm-up and thinning).
+    warmup : int
+        Iterations discarded at the start of each chain.
+    chains : int
+        Independent chains (streams from :func:`privpost._rng.spawn`).
+    seed : None, int or numpy.random.Generator
+        Same seed -> same draws, whatever ``cores``.
+    thin : int
+        Keep every ``thin``-th post-warm-up iteration (``draws * thin`` post-warm-up iterations).
+    sweeps_per_iteration : int
+        ``k`` record sweeps between parameter updates (Algorithm 1 draws the proposals of all
+        ``k`` sweeps at once; they depend only on theta).
+    progress : bool
+        Show a Rich progress bar (aggregated over chains and processes).
+    cores : int or None
+        Worker processes (default: ``min(chains, os.cpu_count())``). ``1`` (or one chain) runs
+        in this process.
+    init : None, dict or list of dict
+        ``None``: theta from the prior and records from the model (as the paper's code).
+        A dict of parameter values, or ``{"params": ..., "records": (n, ...) array}`` (either
+        key optional), for every chain; or a list of such, one per chain.
+    proposal : object or None
+        Algorithm 2: an object with ``propose(records, params, rng) -> proposed records`` (same
+        layout, one proposal per record; may depend on ``x_i``, theta and ``s_dp`` but not on
+        ``x_{-i}``) and ``log_ratio(records, proposed, params) -> (n,)`` array of
+        ``log q(x_i | x_i*) - log q(x_i* | x_i)``. ``None``: model proposals (Algorithm 1).
+    fast_path : "auto", bool
+        Use the fully compiled driver when the model and query implement the compiled protocol
+        (``docs/internals.md``). ``True`` requires it; ``False`` never uses it.
+
+    Returns
+    -------
+    privpost.Posterior
+        ``draws`` for every model parameter; ``sample_stats``: ``accept_rate`` (mean record
+        acceptance over the iteration's sweeps), ``accept_min`` (minimum per-sweep acceptance
+        over the iterations the draw represents, thinned ones included), ``log_eta``
+        (``log eta(s_dp | x)`` at the draw); ``chain_stats``: ``min_sweep_accept`` (chains,) and
+        ``record_accept_rate`` (chains, n). ``exact=True``.
+
+    Raises
+    ------
+    privpost.errors.IncompatibleError
+        When the model, the query and the mechanism do not fit (checked before sampling).
+    """
+    draws = _positive_int(draws, "draws")
+    warmup = _positive_int(warmup, "warmup", 0)
+    chains = _positive_int(chains, "chains")
+    thin = _positive_int(thin, "thin")
+    if cores is not None:
+        cores = _positive_int(cores, "cores")
+    if fast_path not in ("auto", True, False):
+        raise PrivpostError(f"fast_path must be 'auto', True or False, got {fast_path!r}")
+    problem = _Problem(model, release, proposal=proposal,
+                       sweeps_per_iteration=sweeps_per_iteration)
+    total = warmup + draws * thin
+    work = float(chains) * total * (problem.k * problem.n + 500)
+    fast = resolve_fast_path(problem, fast_path, work=work)
+    inits = _split_init(init, chains)
+    rngs = spawn(seed, chains)
+    workers = min(chains, cores if cores is not None else (os.cpu_count() or 1))
+    if workers > 1:
+        try:
+            pickle.dumps((model, release, proposal, inits))
+        except Exception as exc:  # noqa: BLE001 - any pickling failure means "run here"
+            warnings.warn(f"damcmc: the model/release/proposal cannot be sent to worker "
+                          f"processes ({exc}); running the chains in this process",
+                          RuntimeWarning, stacklevel=2)
+            workers = 1
+    opts = {"proposal": proposal, "sweeps_per_iteration": problem.k,
+            "fast_path": fast is not None,
+            "draws": draws, "warmup": warmup, "thin": thin}
+    t0 = time.perf_counter()
+    if workers == 1:
+        results, interrupted = _run_here(problem, fast, rngs, inits, opts, total, progress)
+    else:
+        results, interrupted = _run_pool(model, release, opts, rngs, inits, workers, total,
+                                         progress, problem, fast)
+    elapsed = time.perf_counter() - t0
+    return _assemble(problem, fast, results, interrupted, opts, chains, elapsed)
+
+
+def _run_here(problem, fast, rngs, inits, opts, total, progress):
+    chains = _make_chains(problem, fast, list(range(len(rngs))), rngs, inits, opts["draws"],
+                          opts["warmup"], opts["thin"])
+    done = [0] * len(chains)
+    interrupted = False
+    with _Progress(progress, total * len(chains), len(chains)) as bar:
+        def report(c, it):
+            done[c] = it
+            bar.update(sum(done))
+
+        try:
+            _round_robin(chains, report, lambda: False)
+        except KeyboardInterrupt:
+            interrupted = True
+    return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains], interrupted
+
+
+def _run_pool(model, release, opts, rngs, inits, workers, total, progress, problem, fast):
+    n_chains = len(rngs)
+    if fast is not None:
+        fast.warm_up(problem)  # compile once here; forked workers inherit the machine code
+    ctx = _mp_context()
+    shared = ctx.RawArray("q", n_chains + 1)
+    groups = [list(range(w, n_chains, workers)) for w in range(workers)]
+    interrupted = False
+    results = []
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
+                             initargs=(shared,)) as ex:
+        futs = [ex.submit(_worker, model, release, opts, g, [rngs[c] for c in g],
+                          [inits[c] for c in g]) for g in groups]
+        with _Progress(progress, total * n_chains, n_chains) as bar:
+            try:
+                pending = set(futs)
+                while pending:
+                    finished, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
+                    bar.update(sum(shared[:n_chains]))
+                    for f in finished:
+                        if f.exception() is not None:
+                            shared[n_chains] = 1  # stop the others, then re-raise
+                            wait(pending)
+                            raise f.exception()
+                bar.update(sum(shared[:n_chains]))
+            except KeyboardInterrupt:
+                interrupted = True
+                shared[n_chains] = 1
+        for f in futs:
+            results.extend(f.result())
+    if not interrupted and shared[n_chains]:
+        interrupted = True
+    return results, interrupted
+
+
+def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
+    from privpost.posterior import Posterior
+
+    results = sorted(results, key=lambda r: r[0])
+    res = [r[1] for r in results]
+    length = min(r["n_stored"] for r in res)
+    p = problem
+    draws = {name: np.stack([r["draws"][name][:length] for r in res]) for name in p.names}
+    stats = {key: np.stack([r[key][:length] for r in res])
+             for key in ("accept_rate", "accept_min", "log_eta")}
+    rec = np.stack([r["record_counts"] / max(r["post_sweeps"], 1) for r in res])
+    min_acc = np.array([r["accept_min"][:length].min() if length else np.nan for r in res])
+    chain_stats = {"min_sweep_accept": min_acc, "record_accept_rate": rec}
+    notes = ["exact: DA-MCMC (Ju et al. 2022) targets the exact private posterior; the only "
+             "error is Monte Carlo error (check r_hat and ess_bulk)"]
+    k = p.k
+    path = ("fully compiled chain driver (model/query compiled protocol)" if fast is not None
+            else "NumPy proposals + compiled accept/reject loop")
+    notes.append(f"{'Algorithm 2 (user proposal)' if p.proposal is not None else 'Algorithm 1 (model proposals)'}; "
+                 f"{k} record sweep{'s' if k > 1 else ''} per iteration; {path}; "
+                 f"{n_chains} chain{'s' if n_chains > 1 else ''} in {elapsed:.1f} s")
+    eps = _pure_epsilon(p.release)
+    if eps is not None and length and p.proposal is None:
+        mean_acc = float(stats["accept_rate"].mean())
+        notes.append(f"pure {eps:g}-DP (replace-one): every record proposal is accepted with "
+                     f"probability >= exp(-{eps:g}) = {math.exp(-eps):.3g} (Prop. 3.1); mean "
+                     f"record acceptance {mean_acc:.3g}")
+    if length and float(stats["accept_rate"].mean()) < 0.05:
+        notes.append(f"low record acceptance ({float(stats['accept_rate'].mean()):.3g}): the "
+                     f"latent records mix slowly; check ess_bulk, run longer or use "
+                     f"sweeps_per_iteration > 1")
+    if interrupted:
+        notes.append(f"interrupted: sampling was stopped early; {length} of {opts['draws']} "
+                     f"draws per chain kept (chains truncated to a common length)")
+    model_d = _to_dict(p.model)
+    release_d = _to_dict(p.release)
+    return Posterior(draws=draws, sample_stats=stats, method="damcmc", model=model_d,
+                     release=release_d, notes=notes, exact=True, chain_stats=chain_stats)
+
+
+def _pure_epsilon(release):
+    """ε of the release's guarantee under replace-one neighbours, if it is pure DP."""
+    try:
+        priv = release.privacy
+    except Exception:  # noqa: BLE001 - informative note only
+        return None
+    if getattr(priv, "kind", None) != "pure" or priv.epsilon is None:
+        return None
+    eps = float(priv.epsilon)
+    if getattr(priv, "neighbours", "replace") == "add-remove":
+        eps *= 2.0  # replace-one = remove + add
+    return eps
+
+
+def _to_dict(obj):
+    try:
+        return obj.to_dict()
+    except Exception:  # noqa: BLE001 - descriptions are informative only
+        return None

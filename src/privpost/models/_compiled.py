@@ -1,0 +1,503 @@
+"""Compiled (Numba) versions of the built-in models for the DA-MCMC fast path.
+
+``Model.compiled_model()`` returns a :class:`privpost.inference._damcmc_fast.CompiledModel`
+(``docs/internals.md``, "Compiled fast path for DA-MCMC"):
+
+* ``update(theta, records, rng)`` overwrites ``theta`` (float64, the concatenation of the
+  parameters in ``param_shapes`` order) with one draw of the model's update kernel;
+* ``simulate(theta, out, rng)`` fills the float64 ``(m, record_width)`` array ``out`` with
+  i.i.d. records.
+
+Each function draws from the ``Generator`` in the same order as the model's Python ``update`` /
+``simulate``, so both paths give the same chain for the same seed (up to rounding) -- the tests
+check this. Compiled objects are cached per hyperparameter values (a new configuration costs one
+Numba compilation, about a second).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from privpost.models import _numeric as nm
+
+try:  # the protocol's container lives with the DA-MCMC engine
+    from privpost.inference._damcmc_fast import CompiledModel
+except ImportError:  # pragma: no cover - engine absent: no fast path
+    CompiledModel = None
+
+_CACHE: dict = {}
+
+
+def _cached(key, build):
+    if CompiledModel is None:
+        return None
+    cm = _CACHE.get(key)
+    if cm is None:
+        upd, sim, width = build()
+        cm = CompiledModel(record_width=width, update=upd, simulate=sim)
+        _CACHE[key] = cm
+    return cm
+
+
+def _colsum(records):
+    s = 0.0
+    for i in range(records.shape[0]):
+        s += records[i, 0]
+    return s
+
+
+_colsum = njit(cache=True, nogil=True)(_colsum)
+
+
+# ------------------------------------------------------------------------------ scalar models
+def beta_bernoulli(a: float, b: float):
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            s = _colsum(records)
+            theta[0] = rng.beta(a + s, b + records.shape[0] - s)
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            th = theta[0]
+            for r in range(out.shape[0]):
+                out[r, 0] = 1.0 if rng.random() < th else 0.0
+
+        return update, simulate, 1
+
+    return _cached(("beta-bernoulli", a, b), build)
+
+
+def poisson_gamma(shape: float, rate: float):
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            theta[0] = rng.gamma(shape + _colsum(records), 1.0 / (rate + records.shape[0]))
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            lam = theta[0]
+            for r in range(out.shape[0]):
+                out[r, 0] = float(rng.poisson(lam))
+
+        return update, simulate, 1
+
+    return _cached(("poisson-gamma", shape, rate), build)
+
+
+def exponential_gamma(shape: float, rate: float):
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            theta[0] = rng.gamma(shape + records.shape[0], 1.0 / (rate + _colsum(records)))
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            inv = 1.0 / theta[0]
+            for r in range(out.shape[0]):
+                out[r, 0] = rng.standard_exponential() * inv
+
+        return update, simulate, 1
+
+    return _cached(("exponential-gamma", shape, rate), build)
+
+
+def normal_known_variance(mu0: float, tau0: float, sigma: float):
+    prec0 = 1.0 / tau0 ** 2
+    inv_s2 = 1.0 / sigma ** 2
+
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            n = records.shape[0]
+            prec = prec0 + n * inv_s2
+            mean = (mu0 * prec0 + _colsum(records) * inv_s2) / prec
+            theta[0] = mean + rng.standard_normal() / math.sqrt(prec)
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            mu = theta[0]
+            for r in range(out.shape[0]):
+                out[r, 0] = mu + sigma * rng.standard_normal()
+
+        return update, simulate, 1
+
+    return _cached(("normal-known-variance", mu0, tau0, sigma), build)
+
+
+def normal_inverse_gamma(mu0: float, kappa0: float, alpha0: float, beta0: float):
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            n = records.shape[0]
+            if n == 0:
+                mun, kn, an, bn = mu0, kappa0, alpha0, beta0
+            else:
+                xbar = _colsum(records) / n
+                ss = 0.0
+                for i in range(n):
+                    d = records[i, 0] - xbar
+                    ss += d * d
+                kn = kappa0 + n
+                mun = (kappa0 * mu0 + n * xbar) / kn
+                bn = beta0 + 0.5 * ss + 0.5 * kappa0 * n * (xbar - mu0) ** 2 / kn
+                an = alpha0 + 0.5 * n
+            s2 = bn / rng.standard_gamma(an)
+            theta[0] = mun + math.sqrt(s2 / kn) * rng.standard_normal()
+            theta[1] = s2
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            mu = theta[0]
+            sd = math.sqrt(theta[1])
+            for r in range(out.shape[0]):
+                out[r, 0] = mu + sd * rng.standard_normal()
+
+        return update, simulate, 1
+
+    return _cached(("normal-inverse-gamma", mu0, kappa0, alpha0, beta0), build)
+
+
+# ------------------------------------------------------------------------------ categorical
+def dirichlet_categorical(alpha: np.ndarray):
+    alpha = np.ascontiguousarray(alpha, dtype=np.float64)
+    k = alpha.shape[0]
+
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            c = alpha.copy()
+            for i in range(records.shape[0]):
+                c[int(records[i, 0])] += 1.0
+            s = 0.0
+            for j in range(k):
+                g = rng.standard_gamma(c[j])
+                theta[j] = g
+                s += g
+            for j in range(k):
+                theta[j] /= s
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            cum = np.cumsum(theta[:k])
+            tot = cum[k - 1]
+            for r in range(out.shape[0]):
+                u = rng.random() * tot
+                j = 0
+                while j < k - 1 and cum[j] <= u:
+                    j += 1
+                out[r, 0] = float(j)
+
+        return update, simulate, 1
+
+    return _cached(("dirichlet-categorical", alpha.tobytes()), build)
+
+
+def naive_bayes(n_classes: int, levels: tuple, class_alpha: np.ndarray, alpha_flat: np.ndarray):
+    I = int(n_classes)
+    J = np.asarray(levels, dtype=np.int64)
+    K = J.shape[0]
+    Jmax = int(J.max())
+    off = np.zeros(K, dtype=np.int64)  # offset of table k in theta after p (I entries)
+    for kk in range(1, K):
+        off[kk] = off[kk - 1] + I * J[kk - 1]
+    class_alpha = np.ascontiguousarray(class_alpha, dtype=np.float64)
+    alpha_flat = np.ascontiguousarray(alpha_flat, dtype=np.float64)
+    ncell = alpha_flat.shape[0]
+
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            cells = alpha_flat.copy()
+            cls = class_alpha.copy()
+            for i in range(records.shape[0]):
+                y = int(records[i, 0])
+                cls[y] += 1.0
+                for kk in range(K):
+                    cells[off[kk] + y * J[kk] + int(records[i, kk + 1])] += 1.0
+            # Python order: feature tables first (one vector gamma draw), then the class vector
+            for c in range(ncell):
+                theta[I + c] = rng.standard_gamma(cells[c])
+            for kk in range(K):
+                for y in range(I):
+                    st = I + off[kk] + y * J[kk]
+                    s = 0.0
+                    for j in range(J[kk]):
+                        s += theta[st + j]
+                    for j in range(J[kk]):
+                        theta[st + j] /= s
+            s = 0.0
+            for y in range(I):
+                g = rng.standard_gamma(cls[y])
+                theta[y] = g
+                s += g
+            for y in range(I):
+                theta[y] /= s
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            cp = np.cumsum(theta[:I])
+            cq = np.ones((K, I, Jmax))
+            for kk in range(K):
+                for y in range(I):
+                    st = I + off[kk] + y * J[kk]
+                    acc = 0.0
+                    for j in range(J[kk]):
+                        acc += theta[st + j]
+                        cq[kk, y, j] = acc
+                    for j in range(J[kk]):
+                        cq[kk, y, j] /= acc
+            # Python order: all class uniforms, then the (n, K) feature uniforms row by row
+            m = out.shape[0]
+            for r in range(m):
+                u = rng.random() * cp[I - 1]
+                y = 0
+                while y < I - 1 and cp[y] <= u:
+                    y += 1
+                out[r, 0] = float(y)
+            for r in range(m):
+                y = int(out[r, 0])
+                for kk in range(K):
+                    u = rng.random()
+                    j = 0
+                    while j < J[kk] - 1 and cq[kk, y, j] <= u:
+                        j += 1
+                    out[r, kk + 1] = float(j)
+
+        return update, simulate, K + 1
+
+    return _cached(("naive-bayes", I, tuple(levels), class_alpha.tobytes(), alpha_flat.tobytes()),
+                   build)
+
+
+# ------------------------------------------------------------------------------ regression
+def linear_regression(model):
+    p = model.p
+    k = p + 1
+    P0 = np.ascontiguousarray(model._P0)
+    h0 = np.ascontiguousarray(model._h0)
+    c0 = float(model._c0)
+    a0, b0 = float(model.a0), float(model.b0)
+    known = model.sigma2 is not None
+    sigma2 = float(model.sigma2) if known else 1.0
+    inv_s2 = 1.0 / sigma2
+    conj = model.prior == "conjugate"
+    niw = model.hyperprior == "niw"
+    ntri = p * (p - 1) // 2
+    if niw:
+        mu0 = np.ascontiguousarray(model.mu0)
+        kappa0, nu0 = float(model.kappa0), float(model.nu0)
+        Psi0 = np.ascontiguousarray(model.Psi0)
+        mvec = np.zeros(p)
+        LS = np.eye(p)
+    else:
+        mu0 = np.zeros(p)
+        kappa0, nu0 = 1.0, float(p + 2)
+        Psi0 = np.eye(p)
+        mvec = np.ascontiguousarray(model.m)
+        LS = np.ascontiguousarray(model._LS)
+    s_pos = k                      # index of sigma2 in theta (when unknown)
+    m_pos = k if known else k + 1  # index of m (NIW)
+    S_pos = m_pos + p
+
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            n = records.shape[0]
+            z = np.empty(k)
+            for a in range(k):
+                z[a] = rng.standard_normal()
+            if known:
+                beta = nm.reg_update_known(records, p, P0, h0, inv_s2, z)
+            else:
+                g = rng.standard_gamma(a0 + 0.5 * n)
+                if conj:
+                    beta, s2 = nm.reg_update_nig(records, p, P0, h0, c0, a0, b0, g, z)
+                else:
+                    beta, s2 = nm.reg_update_indep(records, p, P0, h0, a0, b0, theta[s_pos], g, z)
+                theta[s_pos] = s2
+            for a in range(k):
+                theta[a] = beta[a]
+            if niw and n > 0:
+                chi2 = np.empty(p)
+                for a in range(p):
+                    chi2[a] = rng.chisquare(nu0 + n - a)
+                normals = np.empty(ntri)
+                for a in range(ntri):
+                    normals[a] = rng.standard_normal()
+                zm = np.empty(p)
+                for a in range(p):
+                    zm[a] = rng.standard_normal()
+                m, S = nm.niw_update(records, p, mu0, kappa0, Psi0, chi2, normals, zm)
+                for a in range(p):
+                    theta[m_pos + a] = m[a]
+                    for b in range(p):
+                        theta[S_pos + a * p + b] = S[a, b]
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            if niw:
+                m = theta[m_pos:m_pos + p].copy()
+                L = nm.chol_lower(theta[S_pos:S_pos + p * p].copy().reshape(p, p))
+            else:
+                m = mvec
+                L = LS
+            sd = math.sqrt(sigma2 if known else theta[s_pos])
+            z = np.empty(k)
+            for r in range(out.shape[0]):
+                for c in range(k):
+                    z[c] = rng.standard_normal()
+                y = theta[0]
+                for a in range(p):
+                    s = m[a]
+                    for b in range(a + 1):
+                        s += L[a, b] * z[b]
+                    out[r, a] = s
+                    y += s * theta[a + 1]
+                out[r, p] = y + sd * z[p]
+
+        return update, simulate, k
+
+    key = ("linear-regression", p, known, sigma2, conj, niw, a0, b0, c0, P0.tobytes(),
+           h0.tobytes(), mvec.tobytes(), LS.tobytes(), mu0.tobytes(), kappa0, nu0, Psi0.tobytes())
+    return _cached(key, build)
+
+
+# ------------------------------------------------------------------------------ compositional
+_TINY = np.finfo(np.float64).tiny
+_U_MAX = 700.0
+
+
+@njit(cache=True, nogil=True)
+def _dir_logf(x, n, a0_rest, Tj, vj, wj):
+    if not -_U_MAX < x < _U_MAX:
+        return -np.inf
+    aj = math.exp(x)
+    val = n * (math.lgamma(a0_rest + aj) - math.lgamma(aj)) + (aj - 1.0) * Tj + vj * x - wj * aj
+    if val != val:
+        return -np.inf
+    return val
+
+
+def dirichlet(model):
+    """Univariate slice sampler (independent Gamma prior only; ``None`` otherwise)."""
+    if model.prior_corr is not None or model.slice_method != "univariate":
+        return None
+    D = int(model.parts)
+    v = np.ascontiguousarray(model.prior_shape, dtype=np.float64)
+    w = np.ascontiguousarray(model.prior_rate, dtype=np.float64)
+    width = float(model.slice_width)
+    msteps = int(model.max_steps_out)
+    steps = int(model.slice_steps)
+
+    def build():
+        @njit(nogil=True)
+        def update(theta, records, rng):
+            n = records.shape[0]
+            T = np.zeros(D)
+            for i in range(n):
+                for j in range(D):
+                    T[j] += math.log(records[i, j])
+            u = np.empty(D)
+            a = np.empty(D)
+            for j in range(D):
+                u[j] = math.log(theta[j])
+                a[j] = math.exp(u[j])
+            buf = np.empty(64)
+            for b in range(64):
+                buf[b] = rng.random()
+            pos = 0
+            for _ in range(steps):
+                for j in range(D):
+                    tot = 0.0
+                    for l in range(D):
+                        tot += a[l]
+                    rest = tot - a[j]
+                    x0 = u[j]
+                    f0 = _dir_logf(x0, n, rest, T[j], v[j], w[j])
+                    draws = np.empty(3)
+                    for c in range(3):  # slice level, interval position, split of step budget
+                        if pos == 64:
+                            for b in range(64):
+                                buf[b] = rng.random()
+                            pos = 0
+                        draws[c] = buf[pos]
+                        pos += 1
+                    logy = f0 + math.log(1.0 - draws[0])
+                    L = x0 - width * draws[1]
+                    R = L + width
+                    J = int(msteps * draws[2])
+                    K = msteps - 1 - J if msteps > 0 else 0
+                    while J > 0 and _dir_logf(L, n, rest, T[j], v[j], w[j]) > logy:
+                        L -= width
+                        J -= 1
+                    while K > 0 and _dir_logf(R, n, rest, T[j], v[j], w[j]) > logy:
+                        R += width
+                        K -= 1
+                    while True:
+                        if pos == 64:
+                            for b in range(64):
+                                buf[b] = rng.random()
+                            pos = 0
+                        x1 = L + buf[pos] * (R - L)
+                        pos += 1
+                        if _dir_logf(x1, n, rest, T[j], v[j], w[j]) > logy:
+                            break
+                        if x1 < x0:
+                            L = x1
+                        else:
+                            R = x1
+                        if R - L < 1e-14:
+                            x1 = x0
+                            break
+                    u[j] = x1
+                    a[j] = math.exp(x1)
+            for j in range(D):
+                theta[j] = math.exp(u[j])
+
+        @njit(nogil=True)
+        def simulate(theta, out, rng):
+            m = out.shape[0]
+            amin = theta[0]
+            for j in range(D):
+                if theta[j] < amin:
+                    amin = theta[j]
+            if amin >= 1.0:
+                for j in range(D):
+                    for r in range(m):
+                        out[r, j] = rng.standard_gamma(theta[j])
+                for r in range(m):
+                    s = 0.0
+                    for j in range(D):
+                        s += out[r, j]
+                    for j in range(D):
+                        out[r, j] = max(out[r, j] / s, _TINY)
+                return
+            for j in range(D):
+                aj = theta[j]
+                if aj >= 1.0:
+                    for r in range(m):
+                        out[r, j] = math.log(rng.standard_gamma(aj))
+                else:
+                    for r in range(m):
+                        out[r, j] = math.log(rng.standard_gamma(aj + 1.0))
+                    for r in range(m):
+                        out[r, j] += math.log1p(-rng.random()) / aj
+            for r in range(m):
+                mx = out[r, 0]
+                for j in range(1, D):
+                    if out[r, j] > mx:
+                        mx = out[r, j]
+                s = 0.0
+                for j in range(D):
+                    out[r, j] = math.exp(out[r, j] - mx)
+                    s += out[r, j]
+                for j in range(D):
+                    out[r, j] = max(out[r, j] / s, _TINY)
+
+        return update, simulate, D
+
+    return _cached(("dirichlet", D, v.tobytes(), w.tobytes(), width, msteps, steps), build)

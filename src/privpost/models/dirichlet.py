@@ -1,0 +1,334 @@
+"""Dirichlet model for compositional records (seed 002, Guo, Barrientos & Pena).
+
+Records are rows on the open simplex, ``x_i ~ Dirichlet(alpha)``; the prior on ``alpha`` is the
+paper's p1 (independent Gamma(shape, rate), default Gamma(1, 0.1): mean 10) or, with a
+correlation matrix, its p4 (Gaussian copula with Gamma marginals). ``alpha`` is updated by slice
+sampling on ``log(alpha)`` (Neal 2003) from the complete-record sufficient statistic
+``T_j = sum_i log x_ij`` -- the **uncensored** latent logs (seed 002 pitfall 9).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import gammainc, gammaincc, gammaincinv, gammainccinv, gammaln, ndtr, ndtri
+
+from privpost.errors import DataError, PrivpostError
+from privpost.models.base import (Model, as_rng, float_array, positive_float, positive_int,
+                                  query_attr, register_model, spd_matrix)
+
+__all__ = ["Dirichlet"]
+
+_U_MAX = 700.0  # |log alpha| beyond this overflows exp(); the target is treated as 0 there
+_Z_CLIP = 38.0
+_TINY = np.finfo(np.float64).tiny
+
+
+def dirichlet_open(rng: np.random.Generator, alpha: np.ndarray, n: int) -> np.ndarray:
+    """``n`` Dirichlet(alpha) rows, strictly positive (no exact zeros even for tiny alpha).
+
+    Gamma variates are drawn column by column (numpy's scalar-shape gamma is much faster than
+    its array-shape one); a component with ``alpha_j < 1`` is drawn in log space
+    (``log G_a = log G_{a+1} + log(U) / a``) so that it cannot underflow, and rows are then
+    normalised with a log-sum-exp. The result is floored at the smallest positive double.
+    """
+    alist = [float(a) for a in np.asarray(alpha, dtype=np.float64).ravel()]
+    d = len(alist)
+    n = int(n)
+    if min(alist) >= 1.0:
+        g = np.empty((n, d))
+        for j, a in enumerate(alist):
+            g[:, j] = rng.standard_gamma(a, size=n)
+        x = g / g.sum(axis=1, keepdims=True)
+    else:
+        lg = np.empty((n, d))
+        for j, a in enumerate(alist):
+            if a >= 1.0:
+                lg[:, j] = np.log(rng.standard_gamma(a, size=n))
+            else:  # log(U) with U = 1 - random in (0, 1]
+                lg[:, j] = np.log(rng.standard_gamma(a + 1.0, size=n)) + np.log1p(-rng.random(n)) / a
+        lg -= lg.max(axis=1, keepdims=True)
+        x = np.exp(lg)
+        x /= x.sum(axis=1, keepdims=True)
+    np.maximum(x, _TINY, out=x)
+    return x
+
+
+@register_model
+class Dirichlet(Model):
+    """Compositional records ``x_i ~ Dirichlet(alpha)`` on the open simplex.
+
+    Parameters
+    ----------
+    parts : int >= 2
+        ``D``, the number of components of a record.
+    prior_shape, prior_rate : float or (D,) floats > 0, defaults 1.0 and 0.1
+        ``alpha_j ~ Gamma(prior_shape_j, rate=prior_rate_j)`` independently (seed 002 prior p1
+        is Gamma(1, 0.1); p3 is the same family with fitted values).
+    prior_corr : (D, D) correlation matrix, optional
+        Gaussian-copula prior with the Gamma marginals above (seed 002 prior p4).
+    slice_steps : int >= 1, default 1
+        Slice-sampling sweeps per :meth:`update`.
+    slice_width : float > 0, default 1.0
+        Initial interval / hyperrectangle width on the ``log(alpha)`` scale.
+    slice_method : {"univariate", "hyperrect"}, default "univariate"
+        ``"univariate"``: one stepping-out + shrinkage slice update per coordinate of
+        ``log(alpha)`` (Neal 2003 Figs. 3 and 5). ``"hyperrect"``: all coordinates at once in a
+        randomly positioned hyperrectangle with shrinkage (Neal 2003 Sec. 5.1, the procedure
+        seed 002 cites as "Figure 8"); cheap per step but sensitive to ``slice_width``.
+    max_steps_out : int >= 0, default 32
+        Bound on stepping-out steps per coordinate (the bounded variant stays exact).
+
+    Parameters of the model: ``alpha`` shape ``(D,)``.
+    Records: ``(n, D)`` float64 rows, strictly positive, summing to 1. Fits
+    ``CensoredLogMean(parts=D, ...)`` (the censoring is the query's business).
+    Update: ``slice_steps`` slice-sampling sweeps on ``u = log(alpha)``, target
+    ``n [lgamma(sum alpha) - sum lgamma(alpha_j)] + sum_j (alpha_j - 1) T_j + log prior(alpha)
+    + sum_j u_j`` with ``T_j = sum_i log x_ij``.
+    Spec: ``"dirichlet:parts=3"``, ``"dirichlet:parts=3,prior_shape=1,prior_rate=0.1,slice_steps=2"``.
+    """
+
+    name = "dirichlet"
+    conjugate = False
+    records_doc = "rows on the open simplex, shape (n, D)"
+
+    def __init__(self, parts: int, prior_shape=1.0, prior_rate=0.1, prior_corr=None,
+                 slice_steps: int = 1, slice_width: float = 1.0,
+                 slice_method: str = "univariate", max_steps_out: int = 32):
+        D = positive_int("parts", parts, 2)
+        self.parts = D
+        self.prior_shape = float_array("prior_shape", prior_shape, (D,), positive=True)
+        self.prior_rate = float_array("prior_rate", prior_rate, (D,), positive=True)
+        self._shape_in, self._rate_in = prior_shape, prior_rate
+        if prior_corr is None:
+            self.prior_corr = None
+            self._Q = None
+        else:
+            R, _ = spd_matrix("prior_corr", prior_corr, D)
+            if not np.allclose(np.diag(R), 1.0):
+                raise PrivpostError("prior_corr must be a correlation matrix (unit diagonal)")
+            self.prior_corr = R
+            self._LR = np.linalg.cholesky(R)
+            self._Q = np.linalg.inv(R) - np.eye(D)
+            self._Q = 0.5 * (self._Q + self._Q.T)
+            self._half_logdet_R = float(np.log(np.diag(self._LR)).sum())
+        self.slice_steps = positive_int("slice_steps", slice_steps, 1)
+        self.slice_width = positive_float("slice_width", slice_width)
+        if slice_method not in ("univariate", "hyperrect"):
+            raise PrivpostError(f"slice_method must be 'univariate' or 'hyperrect', got {slice_method!r}")
+        self.slice_method = slice_method
+        self.max_steps_out = positive_int("max_steps_out", max_steps_out, 0)
+        self.param_shapes = {"alpha": (D,)}
+        self._v = self.prior_shape.tolist()
+        self._w = self.prior_rate.tolist()
+        self._log_norm_gamma = float(np.sum(self.prior_shape * np.log(self.prior_rate)
+                                            - gammaln(self.prior_shape)))
+
+    def hyperparameters(self):
+        def arr_or_scalar(given, arr):
+            return float(given) if np.ndim(given) == 0 else arr.tolist()
+
+        d = {"parts": self.parts, "prior_shape": arr_or_scalar(self._shape_in, self.prior_shape),
+             "prior_rate": arr_or_scalar(self._rate_in, self.prior_rate)}
+        if self.prior_corr is not None:
+            d["prior_corr"] = self.prior_corr.tolist()
+        d.update(slice_steps=self.slice_steps, slice_width=self.slice_width,
+                 slice_method=self.slice_method, max_steps_out=self.max_steps_out)
+        return d
+
+    # ------------------------------------------------------------------ prior pieces
+    def _zscore(self, j: int, a: float) -> float:
+        """Normal score Phi^{-1}(F_Gamma(a)) of component j (tail-accurate)."""
+        x = self._w[j] * a
+        lo = float(gammainc(self._v[j], x))
+        if lo < 0.5:
+            z = float(ndtri(lo)) if lo > 0 else -_Z_CLIP
+        else:
+            hi = float(gammaincc(self._v[j], x))
+            z = -float(ndtri(hi)) if hi > 0 else _Z_CLIP
+        return min(max(z, -_Z_CLIP), _Z_CLIP)
+
+    def prior_sample(self, rng):
+        rng = as_rng(rng)
+        if self.prior_corr is None:
+            return {"alpha": rng.gamma(self.prior_shape, 1.0 / self.prior_rate)}
+        z = self._LR @ rng.standard_normal(self.parts)
+        lo = gammaincinv(self.prior_shape, ndtr(z))
+        hi = gammainccinv(self.prior_shape, ndtr(-z))
+        a = np.where(z < 0, lo, hi) / self.prior_rate
+        return {"alpha": np.maximum(a, np.finfo(np.float64).tiny)}
+
+    def log_prior(self, params):
+        a = np.asarray(params["alpha"], dtype=np.float64)
+        if np.any(~(a > 0)):
+            return -np.inf
+        lp = self._log_norm_gamma + float(np.sum((self.prior_shape - 1) * np.log(a)
+                                                 - self.prior_rate * a))
+        if self._Q is not None:
+            z = np.array([self._zscore(j, float(a[j])) for j in range(self.parts)])
+            lp += -self._half_logdet_R - 0.5 * float(z @ self._Q @ z)
+        return lp
+
+    # ------------------------------------------------------------------ records
+    def simulate(self, params, n, rng):
+        return dirichlet_open(as_rng(rng), np.asarray(params["alpha"], dtype=np.float64), int(n))
+
+    def log_likelihood(self, params, records):
+        a = np.asarray(params["alpha"], dtype=np.float64)
+        x = np.asarray(records, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            return gammaln(a.sum()) - gammaln(a).sum() + np.log(x) @ (a - 1.0)
+
+    # ------------------------------------------------------------------ slice sampling
+    def log_target(self, u, T, n) -> float:
+        """Log posterior density of ``u = log(alpha)`` up to a constant (Jacobian included)."""
+        ul = [float(x) for x in np.asarray(u, dtype=np.float64).ravel()]
+        if not all(-_U_MAX < x < _U_MAX for x in ul):
+            return -math.inf
+        a = [math.exp(x) for x in ul]
+        Tl = [float(t) for t in np.asarray(T, dtype=np.float64).ravel()]
+        lg = math.lgamma
+        val = n * (lg(sum(a)) - sum(lg(x) for x in a))
+        for j in range(self.parts):
+            val += (a[j] - 1.0) * Tl[j] + self._v[j] * ul[j] - self._w[j] * a[j]
+        if self._Q is not None:
+            z = np.array([self._zscore(j, a[j]) for j in range(self.parts)])
+            val -= 0.5 * float(z @ self._Q @ z)
+        return val if val == val else -math.inf
+
+    def update(self, params, records, rng):
+        n = records.shape[0]
+        T = np.log(records).sum(axis=0) if n else np.zeros(self.parts)
+        u = np.log(np.asarray(params["alpha"], dtype=np.float64))
+        if self.slice_method == "univariate":
+            u = self._sweep_univariate(u, T.tolist(), n, rng)
+        else:
+            for _ in range(self.slice_steps):
+                u = self._step_hyperrect(u, T, n, rng)
+        return {"alpha": np.exp(u)}
+
+    def _sweep_univariate(self, u, T, n, rng):
+        D = self.parts
+        v, w = self._v, self._w
+        Q = self._Q
+        u = u.tolist()
+        a = [math.exp(x) for x in u]
+        z = [self._zscore(j, a[j]) for j in range(D)] if Q is not None else None
+        width = self.slice_width
+        msteps = self.max_steps_out
+        lgam = math.lgamma
+        # uniforms consumed in blocks
+        buf = rng.random(64)
+        pos = 0
+
+        def unif():
+            nonlocal buf, pos
+            if pos == buf.shape[0]:
+                buf = rng.random(64)
+                pos = 0
+            pos += 1
+            return float(buf[pos - 1])
+
+        for _ in range(self.slice_steps):
+            for j in range(D):
+                a0_rest = sum(a) - a[j]
+                Tj, vj, wj = T[j], v[j], w[j]
+                if Q is not None:
+                    cross = sum(Q[j, l] * z[l] for l in range(D) if l != j)
+                    Qjj = Q[j, j]
+
+                def f(x):
+                    if not -_U_MAX < x < _U_MAX:
+                        return -math.inf
+                    aj = math.exp(x)
+                    val = (n * (lgam(a0_rest + aj) - lgam(aj)) + (aj - 1.0) * Tj
+                           + vj * x - wj * aj)
+                    if Q is not None:
+                        zj = self._zscore(j, aj)
+                        val -= 0.5 * Qjj * zj * zj + zj * cross
+                    return val if val == val else -math.inf
+
+                x0 = u[j]
+                f0 = f(x0)
+                # slice level (log scale); 1 - U in (0, 1]
+                logy = f0 + math.log(1.0 - unif())
+                L = x0 - width * unif()
+                R = L + width
+                J = int(msteps * unif())
+                Kst = msteps - 1 - J if msteps > 0 else 0
+                while J > 0 and f(L) > logy:
+                    L -= width
+                    J -= 1
+                while Kst > 0 and f(R) > logy:
+                    R += width
+                    Kst -= 1
+                while True:
+                    x1 = L + unif() * (R - L)
+                    if f(x1) > logy:
+                        break
+                    if x1 < x0:
+                        L = x1
+                    else:
+                        R = x1
+                    if R - L < 1e-14:  # numerically collapsed: keep the current point
+                        x1 = x0
+                        break
+                u[j] = x1
+                a[j] = math.exp(x1)
+                if Q is not None:
+                    z[j] = self._zscore(j, a[j])
+        return np.array(u)
+
+    def _step_hyperrect(self, u, T, n, rng):
+        """Neal (2003) Sec. 5.1: randomly positioned hyperrectangle, shrunk towards ``u``."""
+        D = self.parts
+        w = self.slice_width
+        u0 = [float(x) for x in u]
+        logy = self.log_target(u0, T, n) + math.log(1.0 - rng.random())
+        L = [x - w * r for x, r in zip(u0, rng.random(D).tolist())]
+        R = [lo + w for lo in L]
+        while True:
+            x1 = [lo + r * (hi - lo) for lo, hi, r in zip(L, R, rng.random(D).tolist())]
+            if self.log_target(x1, T, n) > logy:
+                return np.array(x1)
+            for j in range(D):
+                if x1[j] < u0[j]:
+                    L[j] = x1[j]
+                else:
+                    R[j] = x1[j]
+            if max(hi - lo for lo, hi in zip(L, R)) < 1e-14:
+                return np.array(u0)
+
+    def compiled_model(self):
+        """Numba update/simulate for compiled DA-MCMC (univariate slice sampler with the
+        independent Gamma prior; ``None`` for the copula prior or ``slice_method="hyperrect"``)."""
+        from privpost.models import _compiled
+        return _compiled.dirichlet(self)
+
+    # ------------------------------------------------------------------ checks
+    def validate_records(self, records):
+        arr = np.asarray(records)
+        D = self.parts
+        if arr.ndim != 2 or arr.shape[1] != D:
+            raise DataError(f"model {self.name!r} takes compositional records of shape (n, {D}), "
+                            f"got shape {arr.shape}")
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise DataError(f"model {self.name!r}: records must be numeric") from None
+        if not np.all(np.isfinite(arr)):
+            raise DataError(f"model {self.name!r}: records contain NaN or infinite values")
+        if not np.all(arr > 0):
+            raise DataError(f"model {self.name!r}: every component must be > 0 (the Dirichlet "
+                            "density is zero on the boundary of the simplex; replace zeros first)")
+        if arr.size and not np.allclose(arr.sum(axis=1), 1.0, rtol=0, atol=1e-6):
+            raise DataError(f"model {self.name!r}: rows must sum to 1 (normalise the compositions)")
+        return arr
+
+    def check_query(self, query):
+        self._require_kind(query, {"censoredlogmean": "CensoredLogMean"})
+        D = query_attr(query, "parts", "d", "dim")
+        if D is not None and int(D) != self.parts:
+            raise self._incompatible(query, f"CensoredLogMean with parts = {self.parts}",
+                                     f"the query has {D} parts, the model {self.parts}")

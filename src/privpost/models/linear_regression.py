@@ -1,0 +1,372 @@
+"""Bayesian linear regression with a model for the (private, hence latent) covariates.
+
+Seed 000 Sec. 3.2 / 5 (known noise variance, ``beta ~ N(0, tau^2 I)``, covariates ``N(m, Sigma)``
+with ``m, Sigma`` fixed) and seed 003 ch. 5 (normal--inverse-gamma prior, covariates with a
+normal--inverse-Wishart hyperprior updated from the latent covariates).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import multigammaln
+
+from privpost.errors import DataError, PrivpostError
+from privpost.models.base import (Model, as_rng, finite_float, float_array, positive_float,
+                                  positive_int, query_attr, register_model, spd_matrix)
+
+__all__ = ["LinearRegression", "regression_p"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+_numeric = None
+
+
+def _kernels():
+    """The compiled kernels (imports Numba on first use)."""
+    global _numeric
+    if _numeric is None:
+        from privpost.models import _numeric as mod
+        _numeric = mod
+    return _numeric
+
+
+def regression_p(query):
+    """Number of covariates ``p`` of a RegressionStats-like query, or None if it does not say."""
+    v = query_attr(query, "p", "n_covariates", "n_predictors")
+    if v is not None:
+        return int(v)
+    bx = query_attr(query, "bounds_x")
+    if bx is not None:
+        arr = np.asarray(bx, dtype=object)
+        if arr.ndim == 2 and arr.shape[1] == 2:
+            return int(arr.shape[0])
+    cols = query_attr(query, "columns")
+    if cols is not None and len(cols) >= 2:
+        return len(cols) - 1
+    return None
+
+
+@register_model
+class LinearRegression(Model):
+    """``y_i = beta_0 + x_i^T beta_{1:p} + e_i``, ``e_i ~ N(0, sigma2)``, covariates
+    ``x_i ~ N_p(m, S)``.
+
+    Records: ``(n, p+1)`` float64, columns ``[x_1, ..., x_p, y]`` on the **original (unclamped)
+    scale**; the intercept is implicit (``beta[0]``). Fits ``RegressionStats`` with the same ``p``.
+
+    Parameters
+    ----------
+    p : int >= 1
+        Number of covariates (excluding the intercept).
+    sigma2 : float > 0 or None
+        Known noise variance; ``None`` makes ``sigma2`` a parameter with an inverse-gamma prior.
+    tau2 : float > 0, default 4.0
+        Prior variance of each coefficient: ``beta ~ N(beta0, tau2 I)`` (seed 000 uses 4).
+    beta0 : (p+1,) floats, optional
+        Prior mean of ``beta`` (default 0).
+    beta_cov : (p+1, p+1) SPD matrix, optional
+        Full prior covariance of ``beta`` (replaces ``tau2 I``).
+    a0, b0 : float > 0, default 2.0
+        ``sigma2 ~ InvGamma(a0, b0)`` (shape, scale) when ``sigma2`` is None.
+    prior : {"conjugate", "independent"}, default "conjugate"
+        Only when ``sigma2`` is None. ``"conjugate"`` is the normal--inverse-gamma prior of seed
+        003: ``beta | sigma2 ~ N(beta0, sigma2 * V0)`` with ``V0 = tau2 I`` (or ``beta_cov``), so
+        the update is an exact joint draw. ``"independent"``: ``beta ~ N(beta0, V0)`` independent
+        of ``sigma2``; the update is one two-block Gibbs sweep (``beta | sigma2``, ``sigma2 | beta``).
+    m : (p,) floats, default 0 ; S : (p, p) SPD, default I
+        Fixed covariate distribution ``N(m, S)`` (seed 000) when ``hyperprior`` is None.
+    hyperprior : None or "niw"
+        ``"niw"``: ``m`` and ``S`` are parameters with the normal--inverse-Wishart prior
+        ``S ~ InvWishart(nu0, Psi0)``, ``m | S ~ N(mu0, S / kappa0)``, updated exactly from the
+        latent covariates (seed 003 ch. 5, Gibbs-SS-Update's data model).
+    mu0 : (p,), default 0 ; kappa0 : float > 0, default 1 ; nu0 : float > p - 1, default p + 2 ;
+    Psi0 : (p, p) SPD, default I
+        NIW hyperparameters (only with ``hyperprior="niw"``).
+
+    Parameters of the model: ``beta`` ``(p+1,)`` (intercept first); ``sigma2`` ``()`` when unknown;
+    ``m`` ``(p,)`` and ``S`` ``(p, p)`` with ``hyperprior="niw"``.
+
+    Update: exact conjugate draws using the latent records on their original scale (clamping is
+    the query's business; seed 000 pitfall 2); the ``"independent"`` prior uses one Gibbs sweep.
+    Compiled with Numba (first call compiles, cached on disk).
+
+    Spec: ``"linear-regression:p=2,sigma2=2,tau2=4,m=0.9;-1.17"``,
+    ``"linear-regression:p=1,a0=20,b0=0.5,hyperprior=niw,nu0=50"``.
+    """
+
+    name = "linear-regression"
+    records_doc = "rows [x_1..x_p, y], shape (n, p+1)"
+
+    def __init__(self, p: int, sigma2: float | None = None, tau2: float = 4.0, beta0=None,
+                 beta_cov=None, a0: float = 2.0, b0: float = 2.0, prior: str = "conjugate",
+                 m=None, S=None, hyperprior: str | None = None, mu0=None, kappa0: float = 1.0,
+                 nu0: float | None = None, Psi0=None):
+        p = positive_int("p", p, 1)
+        k = p + 1
+        self.p = p
+        self.sigma2 = None if sigma2 is None else positive_float("sigma2", sigma2)
+        self.tau2 = positive_float("tau2", tau2)
+        self.beta0 = np.zeros(k) if beta0 is None else float_array("beta0", beta0, (k,))
+        self._beta0_given = beta0 is not None
+        if beta_cov is None:
+            self.beta_cov = self.tau2 * np.eye(k)
+            self._beta_cov_given = False
+        else:
+            self.beta_cov, _ = spd_matrix("beta_cov", beta_cov, k)
+            self._beta_cov_given = True
+        self._L0 = np.linalg.cholesky(self.beta_cov)
+        self._P0 = np.linalg.inv(self.beta_cov)
+        self._P0 = 0.5 * (self._P0 + self._P0.T)
+        self._h0 = self._P0 @ self.beta0
+        self._c0 = float(self.beta0 @ self._h0)
+        self._logdet_V0 = 2.0 * float(np.log(np.diag(self._L0)).sum())
+
+        if prior not in ("conjugate", "independent"):
+            raise PrivpostError(f"prior must be 'conjugate' or 'independent', got {prior!r}")
+        self.prior = prior
+        self.a0 = positive_float("a0", a0)
+        self.b0 = positive_float("b0", b0)
+
+        if hyperprior is not None and str(hyperprior).lower() not in ("niw", "none"):
+            raise PrivpostError(f"hyperprior must be None or 'niw', got {hyperprior!r}")
+        self.hyperprior = None if hyperprior is None or str(hyperprior).lower() == "none" else "niw"
+        if self.hyperprior is None:
+            for nm, v in (("mu0", mu0), ("nu0", nu0), ("Psi0", Psi0)):
+                if v is not None:
+                    raise PrivpostError(f"{nm} is a NIW hyperparameter: it needs hyperprior='niw'")
+            self.m = np.zeros(p) if m is None else float_array("m", m, (p,))
+            self.S, self._LS = spd_matrix("S", np.eye(p) if S is None else S, p)
+            self._LS_logdet = float(np.log(np.diag(self._LS)).sum())
+        else:
+            if m is not None or S is not None:
+                raise PrivpostError("with hyperprior='niw', m and S are parameters; give the NIW "
+                                    "hyperparameters mu0, kappa0, nu0, Psi0 instead")
+            self.mu0 = np.zeros(p) if mu0 is None else float_array("mu0", mu0, (p,))
+            self.kappa0 = positive_float("kappa0", kappa0)
+            self.nu0 = float(p + 2) if nu0 is None else finite_float("nu0", nu0)
+            if not self.nu0 > p - 1:
+                raise PrivpostError(f"nu0 must be > p - 1 = {p - 1}, got {nu0!r}")
+            self.Psi0, _ = spd_matrix("Psi0", np.eye(p) if Psi0 is None else Psi0, p)
+
+        self.param_shapes = {"beta": (k,)}
+        if self.sigma2 is None:
+            self.param_shapes["sigma2"] = ()
+        if self.hyperprior == "niw":
+            self.param_shapes["m"] = (p,)
+            self.param_shapes["S"] = (p, p)
+        self.conjugate = self.sigma2 is not None or self.prior == "conjugate"
+        self._inv_s2 = None if self.sigma2 is None else 1.0 / self.sigma2
+        self._ntri = p * (p - 1) // 2
+
+    # ---------------------------------------------------------------- serialisation
+    def hyperparameters(self):
+        d = {"p": self.p, "sigma2": self.sigma2}
+        if self._beta_cov_given:
+            d["beta_cov"] = self.beta_cov.tolist()
+        else:
+            d["tau2"] = self.tau2
+        if self._beta0_given:
+            d["beta0"] = self.beta0.tolist()
+        if self.sigma2 is None:
+            d.update(a0=self.a0, b0=self.b0, prior=self.prior)
+        if self.hyperprior is None:
+            d.update(m=self.m.tolist(), S=self.S.tolist())
+        else:
+            d.update(hyperprior="niw", mu0=self.mu0.tolist(), kappa0=self.kappa0, nu0=self.nu0,
+                     Psi0=self.Psi0.tolist())
+        return d
+
+    # ---------------------------------------------------------------- sampling
+    def _iw_factor(self, rng, Psi, nu):
+        """B with B B^T ~ InvWishart(nu, Psi)."""
+        p = self.p
+        chi2 = rng.chisquare(nu - np.arange(p))
+        normals = rng.standard_normal(self._ntri)
+        return _kernels().inv_wishart_bartlett(Psi, chi2, normals)
+
+    def prior_sample(self, rng):
+        rng = as_rng(rng)
+        out = {}
+        z = rng.standard_normal(self.p + 1)
+        if self.sigma2 is None:
+            s2 = self.b0 / rng.standard_gamma(self.a0)
+            scale = math.sqrt(s2) if self.prior == "conjugate" else 1.0
+            out["beta"] = self.beta0 + scale * (self._L0 @ z)
+            out["sigma2"] = np.float64(s2)
+        else:
+            out["beta"] = self.beta0 + self._L0 @ z
+        if self.hyperprior == "niw":
+            B = self._iw_factor(rng, self.Psi0, self.nu0)
+            out["S"] = B @ B.T
+            out["m"] = self.mu0 + (B @ rng.standard_normal(self.p)) / math.sqrt(self.kappa0)
+        return out
+
+    def _cov_model(self, params):
+        if self.hyperprior is None:
+            return self.m, self._LS
+        L = _kernels().chol_lower(np.ascontiguousarray(params["S"], dtype=np.float64))
+        return np.asarray(params["m"], dtype=np.float64), L
+
+    def simulate(self, params, n, rng):
+        rng = as_rng(rng)
+        n = int(n)
+        p = self.p
+        m, L = self._cov_model(params)
+        beta = np.asarray(params["beta"], dtype=np.float64)
+        sd = math.sqrt(self.sigma2 if self.sigma2 is not None else float(params["sigma2"]))
+        Z = rng.standard_normal((n, p + 1))
+        out = np.empty((n, p + 1))
+        x = out[:, :p]
+        np.matmul(Z[:, :p], L.T, out=x)
+        x += m
+        out[:, p] = beta[0] + x @ beta[1:] + sd * Z[:, p]
+        return out
+
+    def update(self, params, records, rng):
+        K = _numeric or _kernels()
+        p = self.p
+        n = records.shape[0]
+        z = rng.standard_normal(p + 1)
+        if self.sigma2 is not None:
+            out = {"beta": K.reg_update_known(records, p, self._P0, self._h0, self._inv_s2, z)}
+        elif self.prior == "conjugate":
+            g = rng.standard_gamma(self.a0 + 0.5 * n)
+            beta, s2 = K.reg_update_nig(records, p, self._P0, self._h0, self._c0, self.a0,
+                                        self.b0, g, z)
+            out = {"beta": beta, "sigma2": np.float64(s2)}
+        else:
+            g = rng.standard_gamma(self.a0 + 0.5 * n)
+            beta, s2 = K.reg_update_indep(records, p, self._P0, self._h0, self.a0, self.b0,
+                                          float(params["sigma2"]), g, z)
+            out = {"beta": beta, "sigma2": np.float64(s2)}
+        if self.hyperprior == "niw":
+            if n == 0:
+                pr = self.prior_sample(rng)
+                out["m"], out["S"] = pr["m"], pr["S"]
+            else:
+                chi2 = rng.chisquare(self.nu0 + n - np.arange(p))
+                normals = rng.standard_normal(self._ntri + p)
+                out["m"], out["S"] = K.niw_update(records, p, self.mu0, self.kappa0, self.Psi0,
+                                                  chi2, normals[:self._ntri], normals[self._ntri:])
+        return out
+
+    # ---------------------------------------------------------------- densities
+    def log_likelihood(self, params, records):
+        r = np.asarray(records, dtype=np.float64)
+        p = self.p
+        x, y = r[:, :p], r[:, p]
+        if self.hyperprior is None:
+            m, L, half_logdet = self.m, self._LS, self._LS_logdet
+        else:
+            m = np.asarray(params["m"], dtype=np.float64)
+            L = np.linalg.cholesky(np.asarray(params["S"], dtype=np.float64))
+            half_logdet = float(np.log(np.diag(L)).sum())
+        u = np.linalg.solve(L, (x - m).T)
+        lx = -0.5 * (u * u).sum(axis=0) - half_logdet - 0.5 * p * _LOG_2PI
+        beta = np.asarray(params["beta"], dtype=np.float64)
+        s2 = self.sigma2 if self.sigma2 is not None else float(params["sigma2"])
+        e = y - beta[0] - x @ beta[1:]
+        return lx - 0.5 * e * e / s2 - 0.5 * math.log(2.0 * math.pi * s2)
+
+    def log_prior(self, params):
+        beta = np.asarray(params["beta"], dtype=np.float64)
+        k = self.p + 1
+        d = np.linalg.solve(self._L0, beta - self.beta0)
+        q = float(d @ d)
+        lp = 0.0
+        if self.sigma2 is None:
+            s2 = float(params["sigma2"])
+            if not s2 > 0:
+                return -np.inf
+            lp += (self.a0 * math.log(self.b0) - math.lgamma(self.a0)
+                   - (self.a0 + 1) * math.log(s2) - self.b0 / s2)
+            if self.prior == "conjugate":
+                lp += -0.5 * q / s2 - 0.5 * (self._logdet_V0 + k * math.log(s2)) - 0.5 * k * _LOG_2PI
+            else:
+                lp += -0.5 * q - 0.5 * self._logdet_V0 - 0.5 * k * _LOG_2PI
+        else:
+            lp += -0.5 * q - 0.5 * self._logdet_V0 - 0.5 * k * _LOG_2PI
+        if self.hyperprior == "niw":
+            p = self.p
+            S = np.asarray(params["S"], dtype=np.float64)
+            try:
+                L = np.linalg.cholesky(S)
+            except np.linalg.LinAlgError:
+                return -np.inf
+            logdet_S = 2.0 * float(np.log(np.diag(L)).sum())
+            Sinv = np.linalg.inv(S)
+            nu = self.nu0
+            _, logdet_Psi = np.linalg.slogdet(self.Psi0)
+            lp += (0.5 * nu * logdet_Psi - 0.5 * nu * p * math.log(2.0) - multigammaln(0.5 * nu, p)
+                   - 0.5 * (nu + p + 1) * logdet_S - 0.5 * float(np.trace(self.Psi0 @ Sinv)))
+            dm = np.asarray(params["m"], dtype=np.float64) - self.mu0
+            lp += (-0.5 * self.kappa0 * float(dm @ Sinv @ dm) - 0.5 * logdet_S
+                   + 0.5 * p * math.log(self.kappa0) - 0.5 * p * _LOG_2PI)
+        return lp
+
+    def nonprivate_posterior(self, records):
+        """Posterior hyperparameters given complete records (constructor names).
+
+        Known ``sigma2``: ``{"beta0": mean, "beta_cov": cov}`` (normal posterior of ``beta``).
+        Conjugate prior: ``{"beta0", "beta_cov", "a0", "b0"}`` (``beta | sigma2 ~
+        N(beta0, sigma2 beta_cov)``, ``sigma2 ~ InvGamma(a0, b0)``). With ``hyperprior="niw"``
+        also ``{"mu0", "kappa0", "nu0", "Psi0"}``. The ``"independent"`` prior has no closed form.
+        """
+        if not self.conjugate:
+            raise NotImplementedError("prior='independent' has no closed-form posterior; "
+                                      "iterate update() (a Gibbs sweep)")
+        r = self.validate_records(records)
+        n = r.shape[0]
+        p = self.p
+        Z = np.column_stack([np.ones(n), r[:, :p]])
+        y = r[:, p]
+        ZtZ, Zty, yty = Z.T @ Z, Z.T @ y, float(y @ y)
+        if self.sigma2 is not None:
+            Lam = self._P0 + ZtZ / self.sigma2
+            cov = np.linalg.inv(Lam)
+            post = {"beta0": (cov @ (self._h0 + Zty / self.sigma2)).tolist(),
+                    "beta_cov": (0.5 * (cov + cov.T)).tolist()}
+        else:
+            Lam = self._P0 + ZtZ
+            cov = np.linalg.inv(Lam)
+            mu = cov @ (self._h0 + Zty)
+            bn = self.b0 + 0.5 * (yty + self._c0 - float(mu @ Lam @ mu))
+            post = {"beta0": mu.tolist(), "beta_cov": (0.5 * (cov + cov.T)).tolist(),
+                    "a0": self.a0 + 0.5 * n, "b0": bn}
+        if self.hyperprior == "niw":
+            x = r[:, :p]
+            xbar = x.mean(axis=0) if n else np.zeros(p)
+            dx = x - xbar
+            kn = self.kappa0 + n
+            dm = xbar - self.mu0
+            post.update(mu0=((self.kappa0 * self.mu0 + n * xbar) / kn).tolist(), kappa0=kn,
+                        nu0=self.nu0 + n,
+                        Psi0=(self.Psi0 + dx.T @ dx + (self.kappa0 * n / kn) * np.outer(dm, dm)).tolist())
+        return post
+
+    def validate_records(self, records):
+        arr = np.asarray(records)
+        if arr.ndim != 2 or arr.shape[1] != self.p + 1:
+            raise DataError(f"model {self.name!r} takes records of shape (n, {self.p + 1}) = "
+                            f"[x_1..x_{self.p}, y], got shape {arr.shape}")
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise DataError(f"model {self.name!r}: records must be numeric") from None
+        if not np.all(np.isfinite(arr)):
+            raise DataError(f"model {self.name!r}: records contain NaN or infinite values")
+        return arr
+
+    def compiled_model(self):
+        """Numba versions of update/simulate for the compiled DA-MCMC driver (every variant:
+        known or unknown ``sigma2``, either prior, fixed covariates or NIW)."""
+        from privpost.models import _compiled
+        return _compiled.linear_regression(self)
+
+    def check_query(self, query):
+        self._require_kind(query, {"regressionstats": "RegressionStats"})
+        qp = regression_p(query)
+        if qp is not None and qp != self.p:
+            raise self._incompatible(query, f"RegressionStats with p = {self.p} covariates",
+                                     f"the query has p = {qp} covariates, the model p = {self.p}")
