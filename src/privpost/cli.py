@@ -214,17 +214,33 @@ def _print_release(rel) -> None:
 
 
 # ---------------------------------------------------------------------------- infer
+_SUMMARY_COLUMNS = ("mean", "sd", "q{lo}", "q{hi}", "mcse_mean", "ess_bulk", "ess_tail", "r_hat")
+
+
 def _print_summary(post, level: float = 0.9) -> None:
+    from rich import box
+
     table = post.summary(level=level)
-    t = Table(title=f"posterior ({post.method}{'' if post.exact else ', approximate'})")
+    lo, hi = f"{100 * (1 - level) / 2:g}", f"{100 * (1 + level) / 2:g}"
+    cols = [c.format(lo=lo, hi=hi) for c in _SUMMARY_COLUMNS]
+    t = Table(title=f"posterior ({post.method}{'' if post.exact else ', approximate'})",
+              box=box.SIMPLE_HEAD, collapse_padding=True)
     t.add_column("parameter")
-    for col in table.columns:
-        t.add_column(str(col), justify="right")
+    for col in cols:
+        t.add_column(col.replace("mcse_mean", "mcse"), justify="right")
     for idx, row in table.iterrows():
-        t.add_row(str(idx), *[f"{v:.4g}" for v in row.to_numpy(dtype=float)])
+        t.add_row(str(idx), *[_fmt(row[c], c) for c in cols])
     out.print(t)
     for note in post.notes:
         out.print(f"[dim]note:[/] {note}", highlight=False)
+
+
+def _fmt(value: float, column: str) -> str:
+    if column.startswith("ess"):
+        return f"{value:.0f}" if value == value else "nan"
+    if column == "r_hat":
+        return f"{value:.3f}"
+    return f"{value:.4g}"
 
 
 @app.command("infer")

@@ -159,10 +159,18 @@ class Posterior:
         import arviz as az
         import pandas as pd
 
+        import logging
+
         idata = self.to_arviz()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            diag = az.summary(idata, var_names=var_names, kind="diagnostics")
+        arviz_log = logging.getLogger("arviz")
+        old_level = arviz_log.level
+        arviz_log.setLevel(logging.ERROR)  # one chain: R-hat is reported as NaN, not warned about
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                diag = az.summary(idata, var_names=var_names, kind="diagnostics")
+        finally:
+            arviz_log.setLevel(old_level)
         lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
         rows = []
         for name in var_names or self.draws:
