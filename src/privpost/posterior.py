@@ -186,7 +186,6 @@ class Posterior:
                              "q50": np.quantile(col, 0.5),
                              f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
         table = pd.DataFrame(rows).set_index("parameter")
-        diag.index = [i.replace(",", ", ") for i in diag.index]
         return table.join(diag, how="left")
 
     def plot(self, path: str | None = None, var_names: list[str] | None = None):
