@@ -158,3 +158,30 @@ def test_demo_tells_the_story(tmp_path):
     assert (tmp_path / "demo" / "release.json").exists()
     res = runner.invoke(app, ["demo", "--workdir", str(tmp_path / "d2")])
     assert res.exit_code == 0 and "damcmc" in res.output
+
+
+def test_infer_other_methods_with_options(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 2))
+    y = 1 + x @ [2.0, -1.0] + rng.normal(size=200)
+    data = tmp_path / "reg.csv"
+    np.savetxt(data, np.column_stack([x, y]), delimiter=",", header="x1,x2,y", comments="")
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({
+        "query": {"type": "regression_stats", "bounds_x": [[-5, 5], [-5, 5]], "bounds_y": [-10, 10]},
+        "mechanism": {"type": "laplace", "epsilon": 2}, "columns": ["x1", "x2", "y"]}))
+    rel = tmp_path / "r.json"
+    assert runner.invoke(app, ["release", str(data), "--spec", str(spec), "-o", str(rel),
+                               "--seed", "1"]).exit_code == 0
+    base = ["infer", str(rel), "--model", "linear-regression:p=2,sigma2=1", "--draws", "200",
+            "--warmup", "100", "--chains", "2", "--seed", "3", "--json"]
+    res = runner.invoke(app, base + ["--method", "gibbs-ss", "--option", "covariate_moments=prior"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["exact"] is False and set(doc["summary"]) == {"beta[0]", "beta[1]", "beta[2]"}
+    res = runner.invoke(app, base + ["--method", "naive"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, base + ["--method", "gibbs-ss", "--option", "bogus=1"])
+    assert res.exit_code == 1 and "bogus" in res.output
+    res = runner.invoke(app, base + ["--method", "gibbs-ss", "--option", "novalue"])
+    assert res.exit_code == 1 and "KEY=VALUE" in res.output

@@ -243,6 +243,19 @@ def _fmt(value: float, column: str) -> str:
     return f"{value:.4g}"
 
 
+def _parse_options(items: list[str]) -> dict:
+    parsed = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise PrivpostError(f"--option must look like KEY=VALUE, got {item!r}")
+        try:
+            parsed[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            parsed[key.strip()] = value
+    return parsed
+
+
 @app.command("infer")
 @handles_errors
 def infer_cmd(
@@ -257,6 +270,9 @@ def infer_cmd(
                                           "posterior (ArviZ format)."),
     level: float = typer.Option(0.9, help="Credible level of the reported intervals."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    option: Optional[list[str]] = typer.Option(
+        None, "--option", help="Extra method option KEY=VALUE (repeatable; VALUE parsed as JSON "
+        "when possible), e.g. --option covariate_moments=prior for gibbs-ss regression."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ):
     """Posterior of a model's parameters given a release."""
@@ -273,6 +289,7 @@ def infer_cmd(
         raise PrivpostError(f"--model: {exc}") from None
     options = dict(draws=draws, warmup=warmup, chains=chains, seed=seed,
                    progress=progress and not as_json)
+    options.update(_parse_options(option or []))
     post = infer(mdl, rel, method=method, **options)
     if output is not None:
         post.to_netcdf(output)
