@@ -185,3 +185,36 @@ def test_infer_other_methods_with_options(tmp_path):
     assert res.exit_code == 1 and "bogus" in res.output
     res = runner.invoke(app, base + ["--method", "gibbs-ss", "--option", "novalue"])
     assert res.exit_code == 1 and "KEY=VALUE" in res.output
+
+
+def test_bundle_inspect_and_infer_a_release_set(tmp_path):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(300, 1))
+    y = 0.5 + 1.5 * x[:, 0] + rng.normal(size=300)
+    data = tmp_path / "reg.csv"
+    np.savetxt(data, np.column_stack([x, y]), delimiter=",", header="x1,y", comments="")
+    paths = []
+    for name, query in (("stats", {"type": "regression_stats", "bounds_x": [[-4, 4]],
+                                   "bounds_y": [-8, 8]}),
+                        ("moments", {"type": "covariate_moments", "bounds_x": [[-4, 4]]})):
+        spec = tmp_path / f"{name}.json"
+        spec.write_text(json.dumps({"query": query, "mechanism": {"type": "laplace", "epsilon": 1.5},
+                                    "columns": ["x1", "y"]}))
+        paths.append(tmp_path / f"{name}-release.json")
+        res = runner.invoke(app, ["release", str(data), "--spec", str(spec), "-o", str(paths[-1]),
+                                  "--seed", "2"])
+        assert res.exit_code == 0, res.output
+    rset = tmp_path / "set.json"
+    res = runner.invoke(app, ["bundle", *map(str, paths), "-o", str(rset), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["total_privacy"]["epsilon"] == pytest.approx(3.0)
+    res = runner.invoke(app, ["inspect", str(rset)])
+    assert res.exit_code == 0 and "total privacy cost" in res.output and "3-DP" in res.output
+    res = runner.invoke(app, ["infer", str(rset), "--model", "linear-regression:p=1,sigma2=1",
+                              "--method", "gibbs-ss", "--draws", "200", "--warmup", "100",
+                              "--chains", "2", "--seed", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    assert "beta[1]" in json.loads(res.stdout)["summary"]
+    res = runner.invoke(app, ["infer", str(rset), "--model", "linear-regression:p=1,sigma2=1",
+                              "--method", "damcmc", "--draws", "10"])
+    assert res.exit_code == 1 and "release set" in res.output.lower()

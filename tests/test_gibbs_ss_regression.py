@@ -17,7 +17,7 @@ from privpost.inference import _gibbs_regression as R
 from privpost.inference import gibbs_ss
 from privpost.mechanisms import Gaussian, Laplace
 from privpost.models import LinearRegression
-from privpost.queries import RegressionStats
+from privpost.queries import CovariateMoments, RegressionStats
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 
@@ -248,8 +248,8 @@ def test_covariate_moment_options_are_checked():
         gibbs_ss.run(fixed, rel, covariate_moments="update", draws=5, warmup=0)
     with pytest.raises(IncompatibleError):
         gibbs_ss.run(niw, rel, covariate_moments="prior", draws=5, warmup=0)
-    with pytest.raises(PrivpostError):
-        gibbs_ss.run(fixed, rel, covariate_moments="noisy", draws=5, warmup=0)   # no moments=
+    with pytest.raises(IncompatibleError, match="ReleaseSet"):
+        gibbs_ss.run(fixed, rel, covariate_moments="noisy", draws=5, warmup=0)   # no moment release
     with pytest.raises(PrivpostError):
         gibbs_ss.run(fixed, rel, covariate_moments="bogus", draws=5, warmup=0)
     with pytest.raises(IncompatibleError):
@@ -260,31 +260,187 @@ def test_noisy_moment_release_and_sampler():
     p = 1
     rec = _data(1000, p, np.array([0.1, 0.5]), 0.05, M1, S1, 23)
     q = RegressionStats(bounds_x=[(-1, 1)], bounds_y=(-1, 1))
-    rel, mom = R.release_with_moments(rec, q, 2.0, seed=24)
+    rset = R.release_with_moments(rec, q, 2.0, seed=24)
+    assert isinstance(rset, pp.ReleaseSet)
+    rel, mom = rset.releases
+    assert rel.query == q and isinstance(mom.query, CovariateMoments)
+    assert mom.query.bounds_x == q.bounds_x and mom.n == rel.n == 1000
     assert rel.privacy.epsilon == pytest.approx(1.0)
     assert mom.privacy.epsilon == pytest.approx(1.0)
+    assert rset.total_privacy().epsilon == pytest.approx(2.0)     # sequential composition
     # sensitivity of the moment vector: monomials x, x^2, x^3, x^4 -> widths 2, 1, 2, 1
     assert mom.mechanism.sensitivity == pytest.approx(6.0)
     xt = q.normalise(rec)[0][:, 1]
     true = np.array([np.mean(xt ** k) for k in range(1, 5)])
-    assert np.all(np.abs(mom.moments() - true) < 10 * mom.mechanism.scale / 1000)
+    assert np.all(np.abs(mom.observed / 1000 - true) < 10 * mom.mechanism.scale / 1000)
     model = LinearRegression(p=1, sigma2=None, a0=2.0, b0=0.1, m=M1, S=S1)
-    post = gibbs_ss.run(model, rel, covariate_moments="noisy", moments=mom, draws=300,
-                        warmup=200, chains=2, seed=25)
+    post = gibbs_ss.run(model, rset, covariate_moments="noisy", draws=300, warmup=200,
+                        chains=2, seed=25)
     assert any("Gibbs-SS-Noisy" in nt for nt in post.notes)
+    assert any("noise is NOT modelled" in nt for nt in post.notes)
+    assert any("together 2-DP" in nt for nt in post.notes)
     assert np.all(np.isfinite(post.draws["beta"]))
+    # a release set with a moment release defaults to the noisy mode
+    post2 = gibbs_ss.run(model, rset, draws=300, warmup=200, chains=2, seed=25)
+    np.testing.assert_array_equal(post2.draws["beta"], post.draws["beta"])
 
 
-def test_monomial_sensitivity_brute_force():
-    """The moment vector's L1 sensitivity bound holds on a grid of [-1, 1]^2 (incl. corners)."""
-    expo = R.monomial_exponents(2, 4)
-    g = np.linspace(-1, 1, 9)
-    pts = np.array(list(itertools.product(g, g)))
-    mono = np.prod(pts[:, None, :] ** expo[None], axis=-1)
-    worst = np.abs(mono[:, None, :] - mono[None, :, :]).sum(-1).max()
-    bound = R._monomial_sensitivity(expo, "l1", "replace")
-    assert worst <= bound + 1e-12
-    assert worst > 0.6 * bound
+def test_release_set_json_round_trip_feeds_noisy_mode(tmp_path):
+    """Curator: two releases of one table saved as one document; analyst: loads it and runs
+    gibbs-ss noisy mode through infer -- the same posterior as from the in-memory set."""
+    rec = _data(400, 2, np.array([0.1, 0.6, -0.3]), 0.05, np.array([0.1, -0.2]),
+                np.array([[0.09, 0.02], [0.02, 0.04]]), 40)
+    q = RegressionStats(bounds_x=[(-1, 1), (-1, 1)], bounds_y=(-2, 2))
+    rset = R.release_with_moments(rec, q, 4.0, split=0.25, seed=41)
+    path = rset.save(tmp_path / "set.json")
+    loaded = pp.ReleaseSet.load(path)
+    assert [r.query for r in loaded.releases] == [r.query for r in rset.releases]
+    for r0, r1 in zip(rset.releases, loaded.releases):
+        np.testing.assert_array_equal(r0.observed, r1.observed)
+        assert r1.mechanism.scale == r0.mechanism.scale
+    assert loaded.total_privacy() == rset.total_privacy()
+    assert loaded.total_privacy().epsilon == pytest.approx(4.0)
+    assert loaded.releases[1].privacy.epsilon == pytest.approx(1.0)      # split = 0.25
+    model = LinearRegression(p=2, sigma2=None, a0=2.0, b0=0.1)
+    kw = dict(method="gibbs-ss", covariate_moments="noisy", draws=200, warmup=100, chains=2,
+              seed=42)
+    post = pp.infer(model, loaded, **kw)
+    ref = pp.infer(model, rset, **kw)
+    np.testing.assert_array_equal(post.draws["beta"], ref.draws["beta"])
+    np.testing.assert_array_equal(post.draws["sigma2"], ref.draws["sigma2"])
+    assert post.release["schema"] == "privpost.release-set/1"
+    assert [d["query"]["type"] for d in post.release["releases"]] == [
+        "regression_stats", "covariate_moments"]
+    assert post.release["total_privacy"]["epsilon"] == pytest.approx(4.0)
+
+
+def _tiny_noise_set(rec, bx, by):
+    q = RegressionStats(bounds_x=bx, bounds_y=by)
+    rel = pp.release(rec, query=q, mechanism=Laplace(scale=1e-4), seed=50)
+    mom = R.release_covariate_moments(rec, q, Laplace(scale=1e-4), seed=51)
+    return q, pp.ReleaseSet([rel, mom])
+
+
+def test_noisy_mode_tiny_noise_limit():
+    """Tiny noise on both releases: the moment tensor is the sample one, and gibbs-ss noisy mode
+    gives the non-private posterior -- whatever the model's (unused) covariate law."""
+    p = 2
+    rng = np.random.default_rng(52)
+    n = 500
+    x = np.column_stack([rng.uniform(-0.5, 0.8, n), rng.exponential(0.3, n) - 0.2])  # not normal
+    beta = np.array([0.1, 0.8, -0.5])
+    y = beta[0] + x @ beta[1:] + math.sqrt(0.02) * rng.standard_normal(n)
+    rec = np.column_stack([x, y])
+    q, rset = _tiny_noise_set(rec, [(-2, 2), (-2, 2)], (-3, 3))
+    # the moments read from the release are the sample moments of (1, x~)
+    xt = q.normalise(rec)[0]
+    M4 = np.einsum("na,nb,nc,nd->abcd", xt, xt, xt, xt) / n
+    prob = R.build_problem(LinearRegression(p=p, sigma2=None), rset)
+    assert prob.mode == "noisy"
+    np.testing.assert_allclose(prob.M4x_fixed[0], M4, atol=1e-5)
+    model = LinearRegression(p=p, sigma2=None, a0=2.0, b0=0.05, tau2=1.0,
+                             m=np.array([3.0, -3.0]), S=np.eye(2) * 5.0)    # wrong, unused
+    post = pp.infer(model, rset, method="gibbs-ss", covariate_moments="noisy", draws=1000,
+                    warmup=300, chains=4, seed=53)
+    ref = pp.infer(model, rset.releases[0], method="nonprivate", records=rec, draws=4000,
+                   chains=1, seed=1)
+    for j in range(p + 1):
+        sd = ref.sd("beta")[j]
+        assert abs(post.mean("beta")[j] - ref.mean("beta")[j]) < 0.1 * sd
+        assert post.sd("beta")[j] == pytest.approx(sd, rel=0.1)
+    assert post.mean("sigma2") == pytest.approx(ref.mean("sigma2"), rel=0.03)
+
+
+def test_noisy_mode_matches_prior_mode_with_the_true_covariate_law():
+    """Covariates drawn from the model's law, accurate moment release, noisy statistics: the
+    released moments stand in for the law's moments, so noisy mode agrees with prior mode
+    (the moments are read on the right scale)."""
+    m = np.array([0.2])
+    S = np.array([[0.04]])
+    n = 5000
+    rec = _data(n, 1, np.array([0.1, 0.5]), 0.05, m, S, 54)
+    q = RegressionStats(bounds_x=[(-1, 1)], bounds_y=(-1.5, 1.5))
+    rel = pp.release(rec, query=q, mechanism=Laplace(epsilon=1.0), seed=55)
+    mom = R.release_covariate_moments(rec, q, Laplace(scale=1e-3), seed=56)
+    rset = pp.ReleaseSet([rel, mom])
+    model = LinearRegression(p=1, sigma2=None, a0=2.0, b0=0.1, m=m, S=S)
+    pn = R.build_problem(model, rset, "noisy")
+    pr = R.build_problem(model, rset, "prior")
+    assert any("not used" in nt for nt in pr.notes)
+    np.testing.assert_allclose(pn.M4x_fixed, pr.M4x_fixed, rtol=0.05, atol=0.01)
+    kw = dict(draws=1000, warmup=500, chains=4, seed=57)
+    post_n = gibbs_ss.run(model, rset, covariate_moments="noisy", **kw)
+    post_p = gibbs_ss.run(model, rel, covariate_moments="prior", **kw)
+    for j in range(2):
+        sd = post_p.sd("beta")[j]
+        assert abs(post_n.mean("beta")[j] - post_p.mean("beta")[j]) < 0.2 * sd
+        assert post_n.sd("beta")[j] == pytest.approx(sd, rel=0.15)
+
+
+def test_release_set_rejected_by_other_methods():
+    from privpost.inference import damcmc, naive
+
+    rec = _data(50, 1, np.array([0.1, 0.5]), 0.05, M1, S1, 60)
+    q = RegressionStats(bounds_x=[(-1, 1)], bounds_y=(-1, 1))
+    rset = R.release_with_moments(rec, q, 2.0, seed=61)
+    model = LinearRegression(p=1, sigma2=None, m=M1, S=S1)
+    for method, extra in (("naive", {}), ("damcmc", {}), ("nonprivate", {"records": rec}),
+                          ("ops", {"records": rec})):
+        with pytest.raises(IncompatibleError, match="not a ReleaseSet.*only gibbs-ss"):
+            pp.infer(model, rset, method=method, draws=5, **extra)
+    with pytest.raises(IncompatibleError, match="not a ReleaseSet"):
+        naive.run(model, rset, draws=5)
+    with pytest.raises(IncompatibleError, match="not a ReleaseSet"):
+        damcmc.run(model, rset, draws=5, warmup=0, chains=1, progress=False)
+    # each release of the set on its own still works with naive
+    post = pp.infer(model, rset.releases[0], method="naive", draws=5, chains=1, seed=1)
+    assert post.draws["beta"].shape == (1, 5, 2)
+
+
+def test_release_set_contents_are_checked():
+    from privpost.mechanisms import Laplace as Lap
+    from privpost.models import BetaBernoulli
+    from privpost.queries import Sum
+
+    rec = _data(60, 1, np.array([0.1, 0.5]), 0.05, M1, S1, 62)
+    q = RegressionStats(bounds_x=[(-1, 1)], bounds_y=(-1, 1))
+    rel = pp.release(rec, query=q, mechanism=Lap(epsilon=1.0), seed=63)
+    mom = R.release_covariate_moments(rec, q, Lap(epsilon=1.0), seed=64)
+    q2 = RegressionStats(bounds_x=[(-2, 2)], bounds_y=(-1, 1))
+    mom2 = R.release_covariate_moments(rec, q2, Lap(epsilon=1.0), seed=65)
+    other = pp.release(rec[:, 1], query=Sum((-1, 1)), mechanism=Lap(epsilon=1.0), seed=66)
+    fixed = LinearRegression(p=1, m=M1, S=S1)
+    run = dict(draws=5, warmup=0, chains=1)
+    with pytest.raises(IncompatibleError, match="same normalised covariates"):
+        gibbs_ss.run(fixed, pp.ReleaseSet([rel, mom2]), **run)
+    with pytest.raises(IncompatibleError, match="has 2 and 1"):
+        gibbs_ss.run(fixed, pp.ReleaseSet([rel, rel, mom]), **run)
+    with pytest.raises(IncompatibleError, match="'sum' release"):
+        gibbs_ss.run(fixed, pp.ReleaseSet([rel, mom, other]), **run)
+    with pytest.raises(IncompatibleError, match="only for LinearRegression"):
+        gibbs_ss.run(BetaBernoulli(), pp.ReleaseSet([other]), **run)
+    with pytest.raises(IncompatibleError, match="p = 1 covariates, the model p = 2"):
+        gibbs_ss.run(LinearRegression(p=2), pp.ReleaseSet([rel, mom]), **run)
+    with pytest.raises(IncompatibleError, match="ReleaseSet holding"):       # no moment release
+        gibbs_ss.run(fixed, pp.ReleaseSet([rel]), covariate_moments="noisy", **run)
+    with pytest.raises(PrivpostError, match="moments= option is gone"):
+        gibbs_ss.run(fixed, rel, covariate_moments="noisy", moments=mom, **run)
+    with pytest.raises(IncompatibleError):
+        R.release_covariate_moments(rec, Sum((-1, 1)), Lap(epsilon=1.0))
+    # a set of the statistics release alone works in prior mode; NIW models default to update,
+    # saying the moment release is unused
+    post = gibbs_ss.run(fixed, pp.ReleaseSet([rel]), **run)
+    assert any("Gibbs-SS-Prior" in nt for nt in post.notes)
+    post = gibbs_ss.run(LinearRegression(p=1, hyperprior="niw"), pp.ReleaseSet([rel, mom]), **run)
+    assert any("Gibbs-SS-Update" in nt for nt in post.notes)
+    assert any("CovariateMoments release is not used" in nt for nt in post.notes)
+
+
+def test_monomial_exponents_match_the_query():
+    """The sampler's monomial bookkeeping and the CovariateMoments query agree on the order."""
+    for p in (1, 2, 3):
+        np.testing.assert_array_equal(R.monomial_exponents(p, 4),
+                                      CovariateMoments([(-1, 1)] * p).exponents)
 
 
 def test_project_moments_gives_psd_moment_matrix():

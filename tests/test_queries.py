@@ -13,6 +13,7 @@ from privpost.errors import DataError, ReleaseError
 from privpost.queries import (
     QUERIES,
     CensoredLogMean,
+    CovariateMoments,
     Histogram,
     Mean,
     NaiveBayesCounts,
@@ -155,6 +156,79 @@ def test_regression_user_sensitivity():
     # provably invalid: two corner records already differ by 8 in L1 at p = 2
     with pytest.raises(ReleaseError, match="invalid"):
         RegressionStats([(-10, 10), (-10, 10)], (-10, 10), sensitivity=5.0)
+
+
+def moment_grid(q: CovariateMoments, k: int, seed: int = 0) -> np.ndarray:
+    """Records whose normalised covariates lie on a k-point grid of [-1, 1]^p, plus records
+    outside the bounds (clamped by t), with an arbitrary response column (ignored by t)."""
+    g = np.linspace(-1.0, 1.0, k)
+    Z = np.array(list(itertools.product(g, repeat=q.p)))
+    width = q._hi - q._lo
+    Z = np.concatenate([Z, [[-3.0] * q.p, [3.0] * q.p]])
+    x = q._lo + (Z + 1.0) * width / 2.0
+    y = np.random.default_rng(seed).normal(0.0, 100.0, size=(x.shape[0], 1))
+    return np.column_stack([x, y])
+
+
+@pytest.mark.parametrize("p,k", [(1, 401), (2, 21), (3, 7)])
+def test_covariate_moments_sensitivity_bruteforce(p, k):
+    bounds = [(-10.0, 10.0), (0.0, 4.0), (-2.0, -1.0)][:p]
+    q = CovariateMoments(bounds_x=bounds)
+    R = moment_grid(q, k)
+    d = math.comb(p + 4, 4) - 1
+    d_even = math.comb(p + 2, 2) - 1
+    assert q.dim == d == q.exponents.shape[0]
+    # replace-one: the documented formulas, valid bounds on the grid
+    assert q.sensitivity("l1", "replace") == 2 * (d - d_even) + d_even
+    assert q.sensitivity("l2", "replace") == pytest.approx(math.sqrt(4 * (d - d_even) + d_even))
+    assert q.sensitivity("l1", "replace") == {1: 6, 2: 23, 3: 59}[p]
+    for norm in ("l1", "l2"):
+        assert brute_force(q, R, norm, "replace") <= q.sensitivity(norm, "replace") + 1e-12
+    # every coordinate's width is attained (the per-coordinate bound is tight coordinate-wise)
+    T = q.t(R)
+    widths = T.max(0) - T.min(0)
+    np.testing.assert_allclose(widths, np.where(q._odd, 2.0, 1.0))
+    if p == 1:      # docstring: the exact L1 value is about 4.33 (x~ = -1 vs x~ = 0.6)
+        assert brute_force(q, R, "l1", "replace") == pytest.approx(4.3264, abs=1e-3)
+    # add/remove: tight (all-ones record)
+    for norm in ("l1", "l2"):
+        bf = brute_force(q, R, norm, "add-remove")
+        assert q.sensitivity(norm, "add-remove") == pytest.approx(bf, rel=1e-12)
+    assert q.sensitivity("l1", "add-remove") == d
+    assert q.sensitivity("l2", "add-remove") == pytest.approx(math.sqrt(d))
+
+
+def test_covariate_moments_match_regression_normalisation():
+    """Same records, same bounds: the moments are those of RegressionStats's x~ (y ignored)."""
+    rng = np.random.default_rng(5)
+    bx = [(-2.0, 3.0), (0.0, 1.0)]
+    reg = RegressionStats(bounds_x=bx, bounds_y=(-5, 5))
+    q = CovariateMoments(bounds_x=bx)
+    rec = np.column_stack([rng.uniform(-4, 5, 50), rng.uniform(-0.5, 1.5, 50),
+                           rng.normal(0, 10, 50)])
+    xt = reg.normalise(rec)[0][:, 1:]
+    np.testing.assert_array_equal(q.normalise(rec), xt)
+    direct = np.column_stack([np.prod(xt ** a, axis=1) for a in q.exponents])
+    np.testing.assert_allclose(q.t(rec), direct, rtol=1e-13, atol=1e-15)
+    # the degree <= 2 entries agree with the regression statistic's x~'x~ block
+    s_reg = reg.statistic(rec)
+    _, _, xtx = reg.unpack(s_reg, 50)
+    s = q.statistic(rec)
+    lab = dict(zip(q.labels, s))
+    assert lab["sum(x1)"] == pytest.approx(xtx[0, 1])
+    assert lab["sum(x1*x2)"] == pytest.approx(xtx[1, 2])
+    assert lab["sum(x2^2)"] == pytest.approx(xtx[2, 2])
+    # graded order, then combinations_with_replacement order of the covariate indices
+    assert q.labels[:6] == ("sum(x1)", "sum(x2)", "sum(x1^2)", "sum(x1*x2)", "sum(x2^2)",
+                            "sum(x1^3)")
+    assert q.exponents.sum(1).tolist() == sorted(q.exponents.sum(1).tolist())
+    # the response is ignored, but the records have the regression layout
+    rec2 = rec.copy()
+    rec2[:, 2] = 1e6
+    np.testing.assert_array_equal(q.t(rec2), q.t(rec))
+    with pytest.raises(DataError, match=r"shape \(n, 3\)"):
+        q.t(rec[:, :2])
+    assert q.columns == reg.columns == ("x1", "x2", "y")
 
 
 TRUNC_CASES = [((0.0, 5.0), "identity"), ((1.0, 4.0), "identity"), ((-2.0, 3.0), "identity"),
@@ -324,6 +398,7 @@ def example_queries_and_records():
                                                        rng.integers(0, 2, n),
                                                        rng.integers(0, 4, n)])),
         (RegressionStats([(-2, 2), (0, 1)], (-5, 5)), rng.normal(size=(n, 3))),
+        (CovariateMoments([(-2, 2), (0, 1)]), rng.normal(size=(n, 3))),
         (TruncatedSum((0.2, 2.0)), rng.exponential(size=n)),
         (TruncatedSum((0.2, 2.0), statistic="log"), rng.exponential(size=n)),
         (CensoredLogMean(3, 1e-2, n=n), comp),
@@ -395,6 +470,10 @@ def test_naive_bayes_tables_match_direct_counts():
     (lambda: RegressionStats([(1, -1)], (0, 1)), "query.bounds_x"),
     (lambda: RegressionStats([(-1, 1)], (1, 1)), "query.bounds_y"),
     (lambda: RegressionStats((-1, 1), (0, 1)), "query.bounds_x"),
+    (lambda: CovariateMoments([]), "query.bounds_x"),
+    (lambda: CovariateMoments((-1, 1)), "query.bounds_x"),
+    (lambda: CovariateMoments([(1, -1)]), "query.bounds_x"),
+    (lambda: CovariateMoments([(-1, 1)], columns=("x", "y", "z")), "query.columns"),
     (lambda: TruncatedSum((3, 1)), "query.bounds"),
     (lambda: TruncatedSum((0, 1), statistic="log"), "query.bounds"),
     (lambda: TruncatedSum((0, 1), statistic="square"), "query.statistic"),
@@ -474,6 +553,8 @@ ROUND_TRIP = [
     NaiveBayesCounts(5, (3, 3, 3)),
     RegressionStats([(-10, 10), (-10, 10)], (-10, 10)),
     RegressionStats([(-10, 10), (0, 1)], (-10, 10), sensitivity=13, columns=["a", "b", "c"]),
+    CovariateMoments([(-10, 10), (0, 1)]),
+    CovariateMoments([(0, 5)], columns=["dose", "response"]),
     TruncatedSum((0.1, 3.0)),
     TruncatedSum((0.1, 3.0), statistic="log"),
     CensoredLogMean(4, 1e-3, n=50),
@@ -494,7 +575,8 @@ def test_round_trip(q):
 
 def test_registry_and_from_dict_errors():
     assert set(QUERIES) == {"sum", "mean", "histogram", "naive_bayes_counts",
-                            "regression_stats", "truncated_sum", "censored_log_mean"}
+                            "regression_stats", "covariate_moments", "truncated_sum",
+                            "censored_log_mean"}
     with pytest.raises(ReleaseError, match="query.type"):
         query_from_dict({"bounds": [0, 1]})
     with pytest.raises(ReleaseError, match="unknown query type"):

@@ -167,6 +167,22 @@ def inspect_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ):
     """Show what a release says and what it cost in privacy."""
+    from privpost.release import ReleaseSet
+
+    doc = _load_release_or_set(path)
+    if as_json:
+        _emit_json(doc.to_dict())
+    elif isinstance(doc, ReleaseSet):
+        for i, item in enumerate(doc.releases):
+            out.rule(f"release {i}")
+            _print_release(item)
+        out.print(f"[bold]total privacy cost:[/] {_privacy_text(doc.total_privacy())}")
+    else:
+        _print_release(doc)
+
+
+def _load_release_or_set(path: Path):
+    """A :class:`Release` or, for a document with the release-set schema, a :class:`ReleaseSet`."""
     from privpost.release import SET_SCHEMA, Release, ReleaseSet
 
     try:
@@ -176,20 +192,31 @@ def inspect_cmd(
     except json.JSONDecodeError as exc:
         raise PrivpostError(f"{path}: document: is not valid JSON ({exc.msg})") from None
     if isinstance(raw, dict) and raw.get("schema") == SET_SCHEMA:
-        rset = ReleaseSet.from_dict(raw)
-        if as_json:
-            _emit_json(rset.to_dict())
-            return
-        for i, rel in enumerate(rset.releases):
-            out.rule(f"release {i}")
-            _print_release(rel)
-        out.print(f"[bold]total privacy cost:[/] {_privacy_text(rset.total_privacy())}")
-        return
-    rel = Release.from_dict(raw)
+        return ReleaseSet.from_dict(raw)
+    return Release.from_dict(raw)
+
+
+@app.command("bundle")
+@handles_errors
+def bundle_cmd(
+    releases: list[Path] = typer.Argument(..., help="Release JSON files of the same data set."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the release set."),
+    delta: float = typer.Option(1e-6, help="delta at which zCDP parts are converted when "
+                                "they are composed with (epsilon, delta) parts."),
+    description: str = typer.Option("", help="Free text stored in the set."),
+    as_json: bool = typer.Option(False, "--json", help="Print the set's total privacy as JSON."),
+):
+    """Group several releases of one data set into a release set with its total privacy cost."""
+    from privpost.release import Release, ReleaseSet
+
+    rset = ReleaseSet([Release.load(p) for p in releases], delta=delta, description=description)
+    rset.save(output)
+    total = rset.total_privacy()
     if as_json:
-        _emit_json(rel.to_dict())
-        return
-    _print_release(rel)
+        _emit_json({"output": str(output), "releases": len(releases),
+                    "total_privacy": total.to_dict()})
+    else:
+        out.print(f"wrote [bold]{output}[/]: {len(releases)} releases, total {_privacy_text(total)}")
 
 
 def _print_release(rel) -> None:
@@ -259,7 +286,7 @@ def _parse_options(items: list[str]) -> dict:
 @app.command("infer")
 @handles_errors
 def infer_cmd(
-    path: Path = typer.Argument(..., help="Release JSON file."),
+    path: Path = typer.Argument(..., help="Release (or release set) JSON file."),
     model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
     method: str = typer.Option("damcmc", help="damcmc, gibbs-ss, naive."),
     draws: int = typer.Option(2000, min=1),
@@ -278,9 +305,8 @@ def infer_cmd(
     """Posterior of a model's parameters given a release."""
     from privpost.inference import infer
     from privpost.models import model_from_spec
-    from privpost.release import Release
 
-    rel = Release.load(path)
+    rel = _load_release_or_set(path)
     try:
         mdl = model_from_spec(model)
     except PrivpostError:

@@ -35,6 +35,7 @@ Example::
 from __future__ import annotations
 
 import abc
+import itertools
 import math
 import numbers
 from typing import Any, ClassVar
@@ -50,6 +51,7 @@ __all__ = [
     "Histogram",
     "NaiveBayesCounts",
     "RegressionStats",
+    "CovariateMoments",
     "TruncatedSum",
     "CensoredLogMean",
     "QUERIES",
@@ -755,6 +757,118 @@ class RegressionStats(Query):
 
 
 # --------------------------------------------------------------------------------------------
+# 5b. Covariate moments (Gibbs-SS-Noisy)
+# --------------------------------------------------------------------------------------------
+
+class CovariateMoments(Query):
+    """Sample moments up to order 4 of the clamped, normalised covariates (seed 003 §5.2.4.4).
+
+    The release Bernstein & Sheldon's Gibbs-SS-Noisy spends part of its budget on: the CLT of the
+    regression statistic needs ``E[(1, x~)^{⊗4}]``, whose unique entries other than the
+    constant 1 are the moments ``E[x~^a] = E[prod_j x~_j^{a_j}]`` with ``1 <= |a| <= 4``.
+
+    Records: ``(n, p+1)`` reals on the original scale, columns ``x_1..x_p, y`` -- **the
+    RegressionStats layout**, so a curator releases both statistics from one table. The response
+    column is ignored by ``t`` (only validated like RegressionStats's: shape and NaN, so the two
+    queries accept exactly the same tables).
+
+    Normalisation: identical to :class:`RegressionStats` with the same ``bounds_x``:
+    ``x~_j = 2 (clamp(x_j, a_j, b_j) - a_j) / (b_j - a_j) - 1``, so the moments are those of the
+    very ``x~`` the regression statistics are built from. Per record,
+
+    ``t = ( x~^a  for every exponent vector a in N^p with 1 <= |a| <= 4 )``
+
+    ordered by degree, then by the multiset of covariate indices in
+    ``itertools.combinations_with_replacement`` order (p = 1: ``x~, x~^2, x~^3, x~^4``; p = 2:
+    ``x~1, x~2, x~1^2, x~1 x~2, x~2^2, x~1^3, ...``); ``exponents`` (shape ``(d, p)``) lists
+    them. ``d = C(p+4, 4) - 1`` (4, 14, 34 at p = 1, 2, 3). The constant entry sums to the
+    public ``n`` and is not released. The degree <= 2 entries repeat information carried by
+    RegressionStats's ``x~^T x~`` block; the thesis releases them anyway, and so does this query.
+    Labels: ``sum(x1^2*x2)`` etc. with the column names (values on the normalised scale).
+
+    Sensitivity. On ``[-1, 1]^p`` a monomial with some odd exponent ranges over ``[-1, 1]``
+    (width 2: set an odd-exponent coordinate to ``±1``, the others to 1); one with all exponents
+    even ranges over ``[0, 1]`` (width 1). There are ``d_even = C(p+2, 2) - 1`` even monomials
+    (``a = 2b`` with ``1 <= |b| <= 2``) and ``d_odd = d - d_even`` odd ones.
+
+    * replace-one, L1: ``|t_e(r) - t_e(r')| <= width_e``, so ``2 d_odd + d_even`` (6, 23, 59 at
+      p = 1, 2, 3). Valid, not tight: the entries cannot all reach their extremes together (at
+      p = 1 the exact value is about 4.33, at ``x~ = -1`` vs ``x~ ≈ 0.6``).
+    * replace-one, L2: ``sqrt(4 d_odd + d_even)`` (``sqrt(10)`` at p = 1), by the same
+      coordinate-wise bound.
+    * add/remove: ``|t_e(r)| <= 1`` for every entry and the record ``x~ = (1, ..., 1)`` makes
+      all entries 1: L1 = ``d``, L2 = ``sqrt(d)``, tight.
+
+    (The thesis states ``w_x^4`` per entry, ``D w_x^4`` in total with ``D = 5`` unique entries at
+    p = 1, counting the public constant; for data scaled to ``[0, 1]`` that is 5. Its per-entry
+    ``w_x^4`` is ``16`` on the ``[-1, 1]`` scale used here, far above the true ranges above.)
+    """
+
+    name = "covariate_moments"
+    _init_fields = ("bounds_x", "columns")
+    _required_fields = ("bounds_x",)
+    order = 4
+
+    def __init__(self, bounds_x, *, columns=None):
+        if isinstance(bounds_x, (str, bytes)) or not hasattr(bounds_x, "__iter__"):
+            raise ReleaseError(_field("bounds_x"),
+                               f"must be a list of (lower, upper) pairs, one per predictor, got {bounds_x!r}")
+        bx = tuple(_bounds(b, "bounds_x") for b in bounds_x)
+        if not bx:
+            raise ReleaseError(_field("bounds_x"), "needs at least one predictor")
+        self.bounds_x = bx
+        p = len(bx)
+        self.p = p
+        self.columns = _columns(columns, tuple(f"x{j + 1}" for j in range(p)) + ("y",))
+        self._lo = np.array([b[0] for b in bx])
+        self._hi = np.array([b[1] for b in bx])
+        expo = []
+        for deg in range(1, self.order + 1):
+            for combo in itertools.combinations_with_replacement(range(p), deg):
+                a = np.zeros(p, dtype=np.int64)
+                for j in combo:
+                    a[j] += 1
+                expo.append(a)
+        self.exponents = np.array(expo, dtype=np.int64)
+        self.exponents.setflags(write=False)
+        self.dim = int(self.exponents.shape[0])
+        self.labels = tuple("sum(" + "*".join(
+            self.columns[j] + (f"^{k}" if k > 1 else "") for j, k in enumerate(a) if k) + ")"
+            for a in self.exponents)
+        self.integer = False
+        self._odd = np.any(self.exponents % 2 == 1, axis=1)
+
+    def normalise(self, records, *, check: bool = True) -> np.ndarray:
+        """Clamped covariates mapped to ``[-1, 1]``, shape ``(n, p)`` (no intercept column)."""
+        return self._normalise(self._coerce(records, check))
+
+    def _normalise(self, z):
+        x = z[:, :self.p]
+        return 2.0 * (np.clip(x, self._lo, self._hi) - self._lo) / (self._hi - self._lo) - 1.0
+
+    def _coerce(self, records, check):
+        return _table_records(records, self.p + 1, check,
+                              f"{self.p} predictor(s) then the response (ignored)")
+
+    def _t(self, z):
+        xt = self._normalise(z)
+        out = np.ones((xt.shape[0], self.dim))
+        for j in range(self.p):
+            powers = xt[:, j:j + 1] ** np.arange(self.order + 1)        # (n, order + 1)
+            out *= powers[:, self.exponents[:, j]]
+        return out
+
+    def _sensitivity(self, norm, neighbours):
+        if neighbours == "add-remove":
+            return float(self.dim) if norm == "l1" else math.sqrt(self.dim)
+        width = np.where(self._odd, 2.0, 1.0)
+        return float(width.sum()) if norm == "l1" else math.sqrt(float(np.sum(width ** 2)))
+
+    def _params(self):
+        return {"bounds_x": self.bounds_x, "columns": self.columns}
+
+
+# --------------------------------------------------------------------------------------------
 # 6. Truncated sum (unbounded exponential families)
 # --------------------------------------------------------------------------------------------
 
@@ -921,8 +1035,8 @@ class CensoredLogMean(Query):
 
 QUERIES: dict[str, type[Query]] = {
     cls.name: cls
-    for cls in (Sum, Mean, Histogram, NaiveBayesCounts, RegressionStats, TruncatedSum,
-                CensoredLogMean)
+    for cls in (Sum, Mean, Histogram, NaiveBayesCounts, RegressionStats, CovariateMoments,
+                TruncatedSum, CensoredLogMean)
 }
 
 

@@ -32,6 +32,26 @@ def get_method(name: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), func)
 
 
+# Methods that take a privpost.ReleaseSet (several releases of the same records) as well as a
+# single Release; every other method rejects a set with reject_release_set.
+ACCEPTS_RELEASE_SET = frozenset({"gibbs-ss"})
+
+
+def reject_release_set(method: str, release) -> None:
+    """Raise :class:`IncompatibleError` if ``release`` is a :class:`privpost.ReleaseSet`
+    (for the methods that take a single Release)."""
+    from privpost.release import ReleaseSet
+
+    if isinstance(release, ReleaseSet):
+        kinds = ", ".join(f"[{i}] {getattr(r.query, 'name', type(r.query).__name__)}"
+                          for i, r in enumerate(release.releases))
+        raise IncompatibleError(
+            f"method {method!r} takes a single Release, not a ReleaseSet (this one holds {kinds}); "
+            "only gibbs-ss reads a release set (LinearRegression with covariate_moments='noisy': "
+            "a RegressionStats and a CovariateMoments release of the same records). Pass one of "
+            "the set's releases, e.g. release_set.releases[0]")
+
+
 def infer(model, release, method: str = "damcmc", **options):
     """Posterior of ``model``'s parameters given a private ``release``.
 
@@ -39,9 +59,12 @@ def infer(model, release, method: str = "damcmc", **options):
     ----------
     model : privpost.models.Model
         Prior and record model of the confidential data.
-    release : privpost.Release
+    release : privpost.Release or privpost.ReleaseSet
         The private release (query, mechanism, noisy values). ``method="nonprivate"`` takes the
         confidential records instead (``records=`` option) and exists for simulation studies.
+        A ReleaseSet is accepted only by ``"gibbs-ss"`` (:data:`ACCEPTS_RELEASE_SET`): a
+        RegressionStats and a CovariateMoments release for ``covariate_moments="noisy"``; the
+        other methods raise :class:`IncompatibleError`.
     method : str
         One of :data:`METHODS`: ``"damcmc"`` (exact data augmentation MCMC), ``"gibbs-ss"``
         (sufficient-statistic Gibbs, CLT approximation), ``"naive"`` (plug-in, ignores the noise),
@@ -53,4 +76,7 @@ def infer(model, release, method: str = "damcmc", **options):
     -------
     privpost.Posterior
     """
-    return get_method(method)(model, release, **options)
+    run = get_method(method)
+    if method not in ACCEPTS_RELEASE_SET:
+        reject_release_set(method, release)
+    return run(model, release, **options)

@@ -36,9 +36,16 @@ Covariate moments (``covariate_moments=``, seed 003 §5.2.4.4):
 * ``"update"``: the model's normal-inverse-Wishart hyperprior on ``(m, S)``; ``(m, S)`` is
   updated in the sampler from the latent ``x^T x`` block by NIW conjugacy (the thesis's
   conditional-independence reformulation, Fig. 5.3) and the moments recomputed every iteration;
-* ``"noisy"``: privately released sample moments of ``x~`` up to order 4
-  (:func:`release_covariate_moments`; the thesis spends half the budget on them). Their noise is
-  not modelled (the thesis's slight miscalibration).
+* ``"noisy"``: privately released sample moments of ``x~`` up to order 4, a
+  :class:`~privpost.queries.CovariateMoments` release of the same records with the same
+  covariate bounds. gibbs-ss then takes a :class:`~privpost.ReleaseSet` of the two releases
+  (:func:`release_with_moments` makes one, splitting ε evenly as the thesis does; the set's
+  ``total_privacy()`` is the composition), and ``"noisy"`` is the default for such a set.
+  The moments (noisy sums / n, projected to a valid moment sequence by
+  :func:`project_moments`) are plugged in as population moments: **their noise is not
+  modelled**, exactly as in the thesis ("we do not perform inference over the noisy sample
+  moments", §5.2.4.4; the cause of Gibbs-SS-Noisy's slight miscalibration in §5.3.2), and the
+  Posterior's notes say so.
 
 Validity: every sampled ``s~`` must make ``B~ = [[x~^T x~, x~^T y~], [., y~^T y~]]`` positive
 semi-definite (``B~[0, 0] = n``). Draws are rejected until valid (``max_tries``); if none is, the
@@ -72,9 +79,11 @@ __all__ = [
     "project_stats",
     "is_psd_stat",
     "monomial_exponents",
-    "NoisyMoments",
+    "project_moments",
+    "moments_from_release",
     "release_covariate_moments",
     "release_with_moments",
+    "split_release_set",
     "run",
 ]
 
@@ -301,103 +310,102 @@ def project_stats(query, s_t, n):
 
 
 # ------------------------------------------------------------------------------------------
-# noisy covariate moments (curator side)
+# noisy covariate moments: a release set (curator side) and its reading (analyst side)
 # ------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class NoisyMoments:
-    """A private release of the covariates' sample moments up to order 4 (Gibbs-SS-Noisy).
-
-    ``observed[i]`` is the noisy sum over records of ``prod_j x~_j^{exponents[i, j]}`` for the
-    clamped, normalised covariates ``x~`` of the RegressionStats query. ``mechanism`` is the
-    calibrated mechanism (its ``privacy`` is this release's cost under ``neighbours``).
-    """
-
-    exponents: np.ndarray
-    observed: np.ndarray
-    n: int
-    bounds_x: tuple
-    mechanism: object
-    neighbours: str = "replace"
-
-    @property
-    def privacy(self):
-        from dataclasses import replace
-
-        return replace(self.mechanism.privacy, neighbours=self.neighbours)
-
-    def moments(self) -> np.ndarray:
-        """Noisy moment estimates ``observed / n``."""
-        return np.asarray(self.observed, dtype=np.float64) / self.n
-
-    def to_dict(self) -> dict:
-        return {"type": "covariate_moments", "exponents": self.exponents.tolist(),
-                "observed": [float(v) for v in self.observed], "n": int(self.n),
-                "bounds_x": [list(b) for b in self.bounds_x],
-                "mechanism": self.mechanism.to_dict(), "neighbours": self.neighbours,
-                "privacy": self.privacy.to_dict()}
-
-
-def _monomial_sensitivity(exponents, norm: str, neighbours: str) -> float:
-    """Sensitivity of the vector of monomial sums over records in ``[-1, 1]^p``.
-
-    Each monomial lies in ``[-1, 1]`` (width 2) if some exponent is odd and in ``[0, 1]``
-    (width 1) if all are even. Replace-one: a coordinate changes by at most its width, so
-    L1 <= sum of widths, L2 <= sqrt(sum of squared widths). Add/remove: ``|monomial| <= 1``.
-    """
-    odd = np.any(exponents % 2 == 1, axis=1)
-    width = np.where(odd, 2.0, 1.0)
-    if neighbours == "add-remove":
-        width = np.ones_like(width)
-    return float(width.sum()) if norm == "l1" else float(np.sqrt((width ** 2).sum()))
-
-
 def release_covariate_moments(records, query, mechanism, *, neighbours: str = "replace",
-                              seed=None, order: int = 4) -> NoisyMoments:
-    """Curator side of Gibbs-SS-Noisy: privately release the covariate moments.
+                              seed=None, metadata: dict | None = None):
+    """Curator side of Gibbs-SS-Noisy: release the covariate moments of a regression table.
+
+    A :class:`~privpost.Release` of :class:`~privpost.queries.CovariateMoments` with the bounds
+    and columns of the RegressionStats ``query`` (so the moments are those of the same
+    normalised covariates ``x~``).
 
     Parameters
     ----------
-    records : (n, p+1) original-scale records ``[x_1..x_p, y]`` (as for ``query``)
-    query : RegressionStats -- its bounds define the clamping/normalisation of the covariates
-    mechanism : an additive mechanism built from a privacy target (e.g. ``Laplace(epsilon=0.5)``)
-        It is calibrated here to the monomials' sensitivity (see :func:`_monomial_sensitivity`).
+    records : (n, p+1) original-scale records ``[x_1..x_p, y]`` (as for ``query``; y is ignored)
+    query : RegressionStats
+    mechanism : an additive mechanism built from a privacy target (e.g. ``Laplace(epsilon=0.5)``);
+        calibrated to the moment query's sensitivity under ``neighbours``.
     seed : None for a real release (cryptographic noise), int/Generator for simulations.
     """
-    x_t, _ = query.normalise(records)
-    xt = x_t[:, 1:]
-    expo = monomial_exponents(query.p, order)
-    mono = np.prod(xt[:, None, :] ** expo[None, :, :], axis=-1)      # (n, M)
-    stat = mono.sum(axis=0)
-    sens = _monomial_sensitivity(expo, mechanism.sensitivity_norm, neighbours)
-    mech = mechanism.calibrate(sens, neighbours=neighbours)
-    observed = np.asarray(mech.sample(stat, seed=seed), dtype=np.float64)
-    return NoisyMoments(expo, observed, int(xt.shape[0]), tuple(tuple(b) for b in query.bounds_x),
-                        mech, neighbours)
+    from privpost.queries import CovariateMoments
+    from privpost.release import release as _release
+
+    if getattr(query, "name", None) != "regression_stats":
+        raise IncompatibleError("release_covariate_moments takes the RegressionStats query whose "
+                                "bounds define the covariates' normalisation")
+    mq = CovariateMoments(query.bounds_x, columns=query.columns)
+    return _release(records, query=mq, mechanism=mechanism, neighbours=neighbours, seed=seed,
+                    metadata=metadata)
 
 
 def release_with_moments(records, query, epsilon: float, *, split: float = 0.5,
-                         neighbours: str = "replace", seed=None):
-    """Split an ε budget between the regression statistics and the covariate moments.
+                         neighbours: str = "replace", seed=None, description: str = ""):
+    """Gibbs-SS-Noisy's two releases of one table, splitting an ε budget (seed 003 §5.2.4.4).
 
-    Returns ``(release, moments)``: a Laplace RegressionStats release at ``(1 - split) ε`` and a
-    Laplace moment release at ``split ε`` (the thesis splits evenly). Total cost: ε (pure DP,
-    sequential composition).
+    Returns a :class:`~privpost.ReleaseSet` of a Laplace RegressionStats release at
+    ``(1 - split) ε`` and a Laplace CovariateMoments release at ``split ε`` (the thesis splits
+    evenly), in that order. Its ``total_privacy()`` is ε-DP (sequential composition). Feed it to
+    ``infer(model, release_set, method="gibbs-ss", covariate_moments="noisy")``.
     """
-    from privpost.mechanisms import Laplace
-    from privpost.release import release as _release
     from privpost._rng import spawn
+    from privpost.mechanisms import Laplace
+    from privpost.release import ReleaseSet
+    from privpost.release import release as _release
 
-    if not 0 < split < 1:
-        raise PrivpostError(f"split must be in (0, 1), got {split}")
-    if seed is None:
-        s1 = s2 = None
-    else:
-        s1, s2 = spawn(seed, 2)
+    if isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 < split < 1:
+        raise PrivpostError(f"split must be in (0, 1), got {split!r}")
+    s1, s2 = (None, None) if seed is None else spawn(seed, 2)
     rel = _release(records, query=query, mechanism=Laplace(epsilon=(1 - split) * epsilon),
                    neighbours=neighbours, seed=s1)
     mom = release_covariate_moments(records, query, Laplace(epsilon=split * epsilon),
                                     neighbours=neighbours, seed=s2)
+    return ReleaseSet([rel, mom], description=description or (
+        f"regression statistics and covariate moments (Gibbs-SS-Noisy), epsilon {epsilon:g} "
+        f"split {1 - split:g}/{split:g}"))
+
+
+def split_release_set(release):
+    """``(statistics release, covariate-moment release or None)`` from what gibbs-ss was given.
+
+    A single :class:`~privpost.Release` is the statistics release. A
+    :class:`~privpost.ReleaseSet` must hold exactly one RegressionStats release and at most one
+    CovariateMoments release of the same records (same ``n``, same covariate bounds, so the
+    moments are those of the normalised covariates the statistics are built from); anything
+    else raises :class:`IncompatibleError`.
+    """
+    from privpost.release import ReleaseSet
+
+    if not isinstance(release, ReleaseSet):
+        return release, None
+    stats, moms = [], []
+    for i, rel in enumerate(release.releases):
+        kind = getattr(rel.query, "name", type(rel.query).__name__)
+        if kind == "regression_stats":
+            stats.append(rel)
+        elif kind == "covariate_moments":
+            moms.append(rel)
+        else:
+            raise IncompatibleError(
+                f"gibbs-ss reads a release set of one RegressionStats release and one "
+                f"CovariateMoments release; release [{i}] is a {kind!r} release")
+    if len(stats) != 1 or len(moms) > 1:
+        raise IncompatibleError(
+            f"gibbs-ss reads a release set of one RegressionStats release and at most one "
+            f"CovariateMoments release; this set has {len(stats)} and {len(moms)}")
+    rel = stats[0]
+    mom = moms[0] if moms else None
+    if mom is not None:
+        if mom.n != rel.n:
+            raise IncompatibleError(f"the covariate-moment release has n = {mom.n}, the "
+                                    f"statistics release n = {rel.n}: not the same records")
+        if mom.query.bounds_x != rel.query.bounds_x:
+            raise IncompatibleError(
+                f"the covariate-moment release normalises the covariates with bounds_x = "
+                f"{[list(b) for b in mom.query.bounds_x]}, the statistics release with "
+                f"{[list(b) for b in rel.query.bounds_x]}: the moments must be those of the "
+                "same normalised covariates")
     return rel, mom
 
 
@@ -571,12 +579,35 @@ def project_moments(exponents, values, p: int, iters: int = 500, floor: float = 
                      for a in exponents])
 
 
-def _moments_from_noisy(nm: NoisyMoments, p: int):
-    vals = project_moments(nm.exponents, nm.moments(), p)
-    return moment_tensor_from_monomials(nm.exponents, vals, p)[None]
+def _privacy_text(priv) -> str:
+    if priv.kind == "pure":
+        return f"{priv.epsilon:g}-DP"
+    if priv.kind == "zcdp":
+        return f"{priv.rho:g}-zCDP"
+    return f"({priv.epsilon:g}, {priv.delta:g})-DP"
 
 
-def build_problem(model, release, covariate_moments=None, moments=None, max_tries=10):
+def moments_from_release(mom, p: int) -> np.ndarray:
+    """``E[(1, x~)^{⊗4}]`` (shape ``(1, p+1, p+1, p+1, p+1)``) from a CovariateMoments release:
+    the noisy sums divided by ``n`` and projected to a valid moment sequence
+    (:func:`project_moments`; post-processing, no privacy cost)."""
+    expo = np.asarray(mom.query.exponents, dtype=np.int64)
+    if expo.shape[1] != p or expo.sum(axis=1).max() < 4:
+        raise IncompatibleError("the covariate-moment release must cover every covariate moment "
+                                f"up to order 4 of the p = {p} covariates")
+    vals = project_moments(expo, np.asarray(mom.observed, dtype=np.float64) / mom.n, p)
+    return moment_tensor_from_monomials(expo, vals, p)[None]
+
+
+def build_problem(model, release, covariate_moments=None, max_tries=10):
+    """Check ``(model, release)`` and precompute what the sampler needs.
+
+    ``release``: a RegressionStats :class:`~privpost.Release`, or a :class:`~privpost.ReleaseSet`
+    of one plus a CovariateMoments release of the same records (:func:`split_release_set`),
+    which ``covariate_moments="noisy"`` (the default for such a set) needs.
+    """
+    given = release
+    release, mom = split_release_set(release)
     query = release.query
     if isinstance(max_tries, bool) or not isinstance(max_tries, (int, np.integer)) \
             or max_tries < 1:
@@ -590,7 +621,7 @@ def build_problem(model, release, covariate_moments=None, moments=None, max_trie
     n = int(release.n)
     prior = RegPrior.from_model(model)
     niw = prior.niw is not None
-    mode = covariate_moments or ("update" if niw else "prior")
+    mode = covariate_moments or ("update" if niw else "noisy" if mom is not None else "prior")
     if mode not in ("prior", "update", "noisy"):
         raise PrivpostError(f"covariate_moments must be 'prior', 'update' or 'noisy', got {mode!r}")
     if niw and mode != "update":
@@ -601,8 +632,11 @@ def build_problem(model, release, covariate_moments=None, moments=None, max_trie
     if not niw and mode == "update":
         raise IncompatibleError("covariate_moments='update' needs a model with "
                                 "hyperprior='niw' (the covariate law is fixed in this model)")
-    if mode != "noisy" and moments is not None:
-        raise PrivpostError("moments= is only used with covariate_moments='noisy'")
+    if mode == "noisy" and mom is None:
+        raise IncompatibleError(
+            "covariate_moments='noisy' needs the covariates' moments as a release: pass a "
+            "ReleaseSet holding this RegressionStats release and a CovariateMoments release of "
+            "the same records (release_with_moments(records, query, epsilon) makes both)")
     sc = Scaling.from_query(query)
     notes = []
     M4x = None
@@ -617,22 +651,26 @@ def build_problem(model, release, covariate_moments=None, moments=None, max_trie
         notes.append("covariate moments: N(m, S) with (m, S) updated in the sampler by NIW "
                      "conjugacy from the latent x'x block (Gibbs-SS-Update)")
     else:
-        if not isinstance(moments, NoisyMoments):
-            raise PrivpostError("covariate_moments='noisy' needs moments=, the NoisyMoments "
-                                "returned by release_covariate_moments / release_with_moments")
-        if moments.n != n:
-            raise IncompatibleError(f"the moment release has n = {moments.n}, the statistics "
-                                    f"release n = {n}")
-        if tuple(tuple(float(v) for v in b) for b in moments.bounds_x) != \
-                tuple(tuple(float(v) for v in b) for b in query.bounds_x):
-            raise IncompatibleError("the moment release used different covariate bounds")
-        if moments.exponents.shape[1] != p or moments.exponents.sum(axis=1).max() < 4:
-            raise IncompatibleError("the moment release must cover all covariate moments up to "
-                                    "order 4")
-        M4x = _moments_from_noisy(moments, p)
-        notes.append("covariate moments: privately released noisy sample moments up to order 4 "
-                     f"(Gibbs-SS-Noisy; their noise is not modelled; moment release privacy: "
-                     f"{moments.privacy}, in addition to the statistics release)")
+        mnoise = noise_model(mom)
+        M4x = moments_from_release(mom, p)
+        notes.append(
+            "covariate moments: the CovariateMoments release (Gibbs-SS-Noisy): the noisy sums "
+            "of the normalised covariates' monomials up to order 4, divided by n and projected "
+            "to a valid moment sequence, are used as the covariates' population moments; the "
+            "model's covariate law (m, S) is not used")
+        notes.append(
+            "the moment release's noise is NOT modelled, as in the thesis (seed 003 §5.2.4.4: "
+            "'we do not perform inference over the noisy sample moments'), nor the sampling "
+            f"variability of sample moments around population moments ({mnoise.kind} noise of "
+            f"scale {mnoise.scale:.4g} on the sums, {mnoise.scale / n:.3g} on the moments): "
+            "expect slight overconfidence when it is not small (thesis §5.3.2)")
+        total = given.total_privacy()
+        notes.append(f"privacy: statistics release {_privacy_text(release.privacy)}, moment "
+                     f"release {_privacy_text(mom.privacy)}; together "
+                     f"{_privacy_text(total)} ({release.neighbours} neighbours)")
+    if mom is not None and mode != "noisy":
+        notes.append(f"the release set's CovariateMoments release is not used "
+                     f"(covariate_moments={mode!r})")
     return RegProblem(query, n, p, np.asarray(release.observed, dtype=np.float64), stat_pairs(p),
                       sc, prior, mode, noise_model(release), M4x, int(max_tries), notes)
 
@@ -857,13 +895,18 @@ def gibbs_step(rng, prob: RegProblem, state: RegState, adapt: Adaptation | None 
 
 
 def run(model, release, *, draws, warmup, chains, seed=None, progress=False,
-        covariate_moments=None, moments=None, max_tries=10, collapsed=True, **options):
-    """gibbs-ss for LinearRegression on a RegressionStats release (see module docstring).
+        covariate_moments=None, max_tries=10, collapsed=True, **options):
+    """gibbs-ss for LinearRegression on a RegressionStats release, or on a ReleaseSet of one
+    and a CovariateMoments release (``covariate_moments="noisy"``; see the module docstring).
 
     ``collapsed=False`` runs the thesis's Algorithm 7 alone (no collapsed Metropolis step).
     """
+    if "moments" in options:
+        raise PrivpostError("the moments= option is gone: give gibbs-ss a ReleaseSet holding the "
+                            "RegressionStats release and a CovariateMoments release "
+                            "(release_with_moments returns one) with covariate_moments='noisy'")
     reject_unknown("gibbs-ss", options)
-    prob = build_problem(model, release, covariate_moments, moments, max_tries)
+    prob = build_problem(model, release, covariate_moments, max_tries)
     rng = as_generator(seed)
     state = init_state(rng, prob, model, chains)
     k = prob.p + 1

@@ -48,7 +48,7 @@ import numpy as np
 
 from privpost._rng import as_generator, spawn
 from privpost.errors import IncompatibleError, PrivpostError
-from privpost.inference import _kernels
+from privpost.inference import _kernels, reject_release_set
 from privpost.inference._damcmc_fast import CompiledModel, resolve_fast_path
 
 __all__ = ["run", "Sampler", "ChainState", "CompiledModel"]
@@ -628,6 +628,7 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     privpost.errors.IncompatibleError
         When the model, the query and the mechanism do not fit (checked before sampling).
     """
+    reject_release_set("damcmc", release)
     draws = _positive_int(draws, "draws")
     warmup = _positive_int(warmup, "warmup", 0)
     chains = _positive_int(chains, "chains")

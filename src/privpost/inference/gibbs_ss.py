@@ -20,8 +20,14 @@ BetaBernoulli                Sum(bounds) / Mean(bounds, n) of 0/1       laplace,
 DirichletCategorical         Histogram(K)                               discrete_laplace,
 ExponentialGamma             TruncatedSum(bounds, "identity")           discrete_gaussian
 PoissonGamma                 TruncatedSum(bounds, "identity")           (discrete noise is
-LinearRegression             RegressionStats                            modelled as continuous)
+LinearRegression             RegressionStats, or a ReleaseSet of        modelled as continuous)
+                             RegressionStats + CovariateMoments
 ===========================  =========================================  ======================
+
+gibbs-ss is the only method that takes a :class:`~privpost.ReleaseSet`: Gibbs-SS-Noisy's
+RegressionStats release and CovariateMoments release of the same records
+(:func:`privpost.inference._gibbs_regression.release_with_moments`), used with
+``covariate_moments="noisy"``. The moment release's noise is not modelled (as in the thesis).
 
 Algorithm and deviations from the thesis
 ----------------------------------------
@@ -57,10 +63,9 @@ progress : bool
 covariate_moments : {"prior", "update", "noisy"} (linear regression only)
     Source of the covariate moments the CLT needs (seed 003 §5.2.4.4); see
     :mod:`privpost.inference._gibbs_regression`. Default: ``"update"`` when the model has a
-    normal-inverse-Wishart covariate hyperprior, ``"prior"`` when its covariate model is fixed.
-moments : NoisyMoments (with ``covariate_moments="noisy"``)
-    The privately released covariate moments, from
-    :func:`privpost.inference._gibbs_regression.release_covariate_moments`.
+    normal-inverse-Wishart covariate hyperprior; otherwise ``"noisy"`` when the release is a
+    ReleaseSet with a CovariateMoments release, else ``"prior"`` (the model's fixed covariate
+    law). ``"noisy"`` needs that ReleaseSet (below).
 max_tries : int (linear regression only)
     Rejection attempts for a positive semi-definite statistic before projecting (default 10).
 collapsed : bool (linear regression only)
@@ -92,15 +97,28 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
 
     See the module docstring for the supported combinations and options.
     """
+    from privpost.release import ReleaseSet
+
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     if release is None:
         raise IncompatibleError("gibbs-ss needs a release")
     if "records" in options:
         raise IncompatibleError("gibbs-ss is noise-aware inference from the release alone; it "
                                 "takes no records (use method='nonprivate' for that)")
+    is_set = isinstance(release, ReleaseSet)
+    if is_set and not _is_regression(model):
+        raise IncompatibleError(
+            f"gibbs-ss takes a ReleaseSet only for LinearRegression (a RegressionStats and a "
+            f"CovariateMoments release, covariate_moments='noisy'); {type(model).__name__} "
+            "needs a single Release")
     check = getattr(model, "check_query", None)
     if check is not None:
-        check(release.query)
+        if is_set:
+            from privpost.inference._gibbs_regression import split_release_set
+
+            check(split_release_set(release)[0].query)
+        else:
+            check(release.query)
     if _is_regression(model):
         from privpost.inference import _gibbs_regression as reg
 
@@ -110,7 +128,7 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     from privpost.inference import _gibbs_expfam as gx
 
     reject_unknown("gibbs-ss", {k: v for k, v in options.items()
-                                if not (k in ("covariate_moments", "moments") and v is None)})
+                                if not (k == "covariate_moments" and v is None)})
     prob = gx.build_problem(model, release)
     theta, stats = gx.sample(prob, draws=draws, warmup=warmup, chains=chains, seed=seed,
                              progress=progress)

@@ -33,7 +33,7 @@ import numpy as np
 
 from privpost._rng import as_generator
 from privpost.errors import IncompatibleError
-from privpost.inference import expfam
+from privpost.inference import expfam, reject_release_set
 from privpost.inference._gibbs_common import (check_sampler_options, make_posterior,
                                               reject_unknown)
 
@@ -185,6 +185,7 @@ def run(model, release, *, draws: int = 1000, chains: int = 4, seed=None, progre
     reject_unknown("naive", options)
     if release is None:
         raise IncompatibleError("naive needs a release")
+    reject_release_set("naive", release)
     check = getattr(model, "check_query", None)
     if check is not None:
         check(release.query)
