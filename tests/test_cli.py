@@ -218,3 +218,18 @@ def test_bundle_inspect_and_infer_a_release_set(tmp_path):
     res = runner.invoke(app, ["infer", str(rset), "--model", "linear-regression:p=1,sigma2=1",
                               "--method", "damcmc", "--draws", "10"])
     assert res.exit_code == 1 and "release set" in res.output.lower()
+
+
+def test_release_reads_parquet(tmp_path):
+    import pandas as pd
+
+    data = tmp_path / "d.parquet"
+    pd.DataFrame({"cat": [0, 1, 1, 2, 2, 2]}).to_parquet(data)
+    out = tmp_path / "r.json"
+    res = runner.invoke(app, ["release", str(data), "--query", "histogram", "--categories", "3",
+                              "--column", "cat", "--mechanism", "discrete_laplace",
+                              "--epsilon", "1", "-o", str(out), "--seed", "0", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["n"] == 6 and len(doc["observed"]) == 3
+    assert all(float(v).is_integer() for v in doc["observed"])

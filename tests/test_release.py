@@ -183,3 +183,14 @@ def test_release_rejects_nan_records():
     with pytest.raises(PrivpostError):
         pp.release(np.array([0.0, math.nan]), query=Sum(bounds=(0, 1)),
                    mechanism=Laplace(epsilon=1))
+
+
+def test_posterior_plot_writes_a_png(tmp_path):
+    from privpost.posterior import Posterior
+
+    rng = np.random.default_rng(0)
+    post = Posterior({"theta": rng.normal(size=(2, 100)), "beta": rng.normal(size=(2, 100, 2))},
+                     method="test")
+    path = tmp_path / "trace.png"
+    post.plot(path)
+    assert path.stat().st_size > 1000 and path.read_bytes()[:4] == b"\x89PNG"

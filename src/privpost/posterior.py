@@ -200,7 +200,9 @@ class Posterior:
             matplotlib.use("Agg", force=False)
         import matplotlib.pyplot as plt
 
-        axes = az.plot_trace(self.to_arviz(), var_names=var_names, compact=True)
+        with warnings.catch_warnings():  # ArviZ 0.x calls a Matplotlib API deprecated in 3.11
+            warnings.simplefilter("ignore", DeprecationWarning)
+            axes = az.plot_trace(self.to_arviz(), var_names=var_names, compact=True)
         fig = np.asarray(axes).ravel()[0].figure
         fig.suptitle(f"privpost posterior ({self.method})")
         fig.tight_layout()
