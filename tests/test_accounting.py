@@ -174,3 +174,42 @@ def test_convert():
         convert(Privacy.approx(1.0, 1e-6), "pure")
     with pytest.raises(PrivpostError):
         convert(Privacy.pure(1.0), "gdp")
+
+
+# ---------------------------------------------------------------------------------------------
+# audit additions: independent validity of the conversion, exact (rounded-up) composition
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rho, delta", [(0.01, 1e-6), (0.125, 1e-5), (0.5, 1e-9), (2.0, 1e-6),
+                                        (8.0, 1e-12)])
+def test_zcdp_to_approx_is_valid_for_the_gaussian_mechanism(rho, delta):
+    """Independent check of the conversion: N(0, σ²) noise on a sensitivity-1 query with
+    1/(2σ²) = ρ is ρ-zCDP, so its exact (ε, δ) curve (Balle & Wang, 60-digit arithmetic) must
+    satisfy δ(ε) ≤ δ at ε = zcdp_to_approx(ρ, δ). (Gaussians are the tight case: the returned ε
+    is within a few percent of the Gaussian's own exact ε.)"""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    eps = zcdp_to_approx(rho, delta)
+    sigma = mp.mpf(1) / mp.sqrt(2 * mp.mpf(rho))
+    a, b = 1 / (2 * sigma), mp.mpf(eps) * sigma
+    exact_delta = mp.ncdf(a - b) - mp.e ** mp.mpf(eps) * mp.ncdf(-a - b)
+    assert exact_delta <= delta
+    from privpost.mechanisms import analytic_gaussian_epsilon
+    gauss_eps = analytic_gaussian_epsilon(float(sigma), delta, 1.0)
+    assert gauss_eps <= eps <= 1.25 * gauss_eps + 1e-9
+
+
+def test_composition_sums_are_exact_and_rounded_up():
+    from fractions import Fraction
+
+    eps = compose([Privacy.pure(0.1)] * 10).epsilon
+    assert Fraction(eps) >= 10 * Fraction(0.1)
+    rho = compose([Privacy.zcdp(0.1), Privacy.zcdp(0.2), Privacy.pure(0.3)]).rho
+    assert Fraction(rho) >= Fraction(0.1) + Fraction(0.2) + Fraction(0.3) ** 2 / 2
+    p = compose([Privacy.approx(0.1, 1e-7), Privacy.approx(0.2, 2e-7)])
+    assert Fraction(p.epsilon) >= Fraction(0.1) + Fraction(0.2)
+    assert Fraction(p.delta) >= Fraction(1e-7) + Fraction(2e-7)
+    z = convert(Privacy.pure(0.3), "zcdp").rho
+    assert Fraction(z) >= Fraction(0.3) ** 2 / 2
+    # the zCDP conversion is never below the exact minimum of the CKS bound on its grid
+    assert zcdp_to_approx(0.5, 1e-6) >= _cks_bound(0.5, 1e-6)

@@ -581,3 +581,136 @@ def test_calibrate_and_use_errors():
         rr.sample([0.5], seed=0)
     # a scale-built mechanism can add noise before calibration (its privacy is then unknown)
     assert Laplace(scale=1e-9).sample([1.0, 2.0], seed=0) == pytest.approx([1.0, 2.0], abs=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# audit additions: sampling safety, OpenDP scale meaning, exact privacy checks
+# ---------------------------------------------------------------------------------------------
+
+def test_opendp_scale_has_our_meaning():
+    """OpenDP's own privacy map confirms its ``scale`` is our Laplace b (ε = Δ/b) and our
+    Gaussian σ (ρ = Δ²/(2σ²)), so the noise OpenDP adds is the noise we account for."""
+    from privpost.mechanisms import _opendp_measurement
+
+    for b, sens in ((2.0, 1.0), (0.7, 3.0)):
+        assert _opendp_measurement("laplace", b).map(sens) == pytest.approx(sens / b, rel=1e-12)
+    for s, sens in ((2.0, 1.0), (0.9, math.sqrt(2))):
+        assert _opendp_measurement("gaussian", s).map(sens) == pytest.approx(
+            sens ** 2 / (2 * s * s), rel=1e-12)
+
+
+def test_secure_path_never_uses_numpy_generators(monkeypatch):
+    """seed=None (real releases) must not touch NumPy's generators: continuous noise comes from
+    OpenDP, discrete noise and randomized response from the OS CSPRNG."""
+    import privpost._rng as rng_mod
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a NumPy generator was used on the seed=None path")
+
+    monkeypatch.setattr(np.random, "default_rng", forbidden)
+    monkeypatch.setattr(rng_mod, "as_generator", forbidden)
+    monkeypatch.setattr(np.random, "Generator", forbidden)
+    for mech in ALL_CALIBRATED:
+        value = np.array([0, 1, 2, 3]) if isinstance(mech, RandomizedResponse) else \
+            np.arange(4, dtype=float)
+        out = mech.sample(value)
+        assert out.shape == value.shape and np.all(np.isfinite(out))
+
+
+def test_secure_continuous_path_has_no_numpy_fallback(monkeypatch):
+    """If OpenDP fails, a release must fail rather than fall back to floating-point NumPy noise."""
+    import privpost.mechanisms as mm
+
+    def broken(kind, scale):
+        raise RuntimeError("opendp unavailable")
+
+    monkeypatch.setattr(mm, "_opendp_measurement", broken)
+    monkeypatch.setattr(np.random, "default_rng", lambda *a, **k: pytest.fail("NumPy fallback"))
+    with pytest.raises(PrivpostError, match="OpenDP"):
+        Laplace(scale=1.0).sample([0.0])
+    with pytest.raises(PrivpostError, match="OpenDP"):
+        Gaussian(scale=1.0).sample([0.0])
+
+
+def _mp_bw_delta(eps, sigma, sens):
+    """Balle & Wang's exact δ(ε, σ) in 60-digit arithmetic: ∫ max(0, p − e^ε q) of
+    N(0, σ²) vs N(Δ, σ²), written through Φ (independent of double-precision rounding)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    eps, sigma, sens = mp.mpf(eps), mp.mpf(sigma), mp.mpf(sens)
+    a, b = sens / (2 * sigma), eps * sigma / sens
+    return mp.ncdf(a - b) - mp.e ** eps * mp.ncdf(-a - b)
+
+
+def test_balle_wang_formula_is_the_hockey_stick_divergence():
+    """The closed form equals the brute-force hockey-stick divergence ∫ max(0, p − e^ε q)."""
+    for eps, sigma, sens in ((0.5, 1.3, 1.0), (2.0, 0.6, 1.5), (0.05, 4.0, 2.0)):
+        p = lambda x: stats.norm.pdf(x, 0.0, sigma)          # noqa: E731
+        q = lambda x: stats.norm.pdf(x, sens, sigma)         # noqa: E731
+        # p > e^ε q exactly for x < x* (log-likelihood ratio is linear in x)
+        xstar = sens / 2 - eps * sigma * sigma / sens
+        hs = integrate.quad(lambda x: p(x) - math.exp(eps) * q(x), -np.inf, xstar,
+                            epsabs=1e-14, epsrel=1e-12)[0]
+        assert analytic_gaussian_delta(eps, sigma, sens) == pytest.approx(hs, rel=1e-8, abs=1e-14)
+
+
+@pytest.mark.parametrize("eps, delta, sens", [
+    (0.1, 1e-5, 1.0), (3.0, 1e-8, 1.0), (8.0, 1e-10, 5.0), (0.01, 1e-12, 1.0), (1e-4, 1e-12, 1.0),
+    (50.0, 1e-15, 1.0),
+])
+def test_analytic_gaussian_calibration_is_certified(eps, delta, sens):
+    """The exact δ (high precision) at the calibrated σ never exceeds the target δ, including
+    where double-precision cancellation would otherwise overshoot it."""
+    sigma = Gaussian(epsilon=eps, delta=delta).calibrate(sens).scale
+    assert _mp_bw_delta(eps, sigma, sens) <= delta
+    assert float(_mp_bw_delta(eps, sigma, sens)) == pytest.approx(delta, rel=1e-6)
+    reported = Gaussian(scale=sigma, delta=delta).calibrate(sens).privacy.epsilon
+    assert _mp_bw_delta(reported, sigma, sens) <= delta
+    assert reported == pytest.approx(eps, rel=1e-6)
+
+
+def test_discrete_gaussian_multidimensional_renyi_divergence():
+    """CKS 2020 multivariate statement: for an integer shift vector μ with ||μ||₂ = Δ the Rényi
+    divergence of independent discrete Gaussians is α ||μ||²/(2σ²) ≤ ρα (exact sums)."""
+    for shift in ([1.0, -1.0], [2.0, 1.0, 0.0], [1.0, 1.0, 1.0]):
+        mu = np.array(shift)
+        sens = math.sqrt(float(mu @ mu))
+        m = DiscreteGaussian(rho=0.35).calibrate(sens)
+        z = np.arange(-300, 301, dtype=float)
+        for alpha in (1.5, 4.0):
+            total = 0.0
+            for mj in mu:          # independent coordinates: divergences add
+                lp = m.logpdf(z[:, None], [0.0])
+                lq = m.logpdf(z[:, None], [mj])
+                total += special.logsumexp(alpha * lp + (1 - alpha) * lq) / (alpha - 1)
+            assert total <= 0.35 * alpha * (1 + 1e-9)
+            assert total == pytest.approx(alpha * sens ** 2 / (2 * m.scale ** 2), rel=1e-9)
+
+
+def test_discrete_laplace_epsilon_is_sensitivity_over_scale():
+    """ε = Δ/t for the pmf ∝ exp(−|z|/t): the log pmf ratio of integer shifts is ≤ ||shift||₁/t,
+    attained (exact values, multi-dimensional)."""
+    m = DiscreteLaplace(scale=2.5).calibrate(3)
+    eps = m.privacy.epsilon
+    assert Fraction(eps) >= Fraction(3) / Fraction(2.5) and eps == pytest.approx(1.2, rel=1e-15)
+    g = np.arange(-10, 11, dtype=float)
+    o = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+    loss = np.abs(m.logpdf(o, [0.0, 0.0]) - m.logpdf(o, [2.0, -1.0]))   # ||shift||_1 = 3
+    assert loss.max() == pytest.approx(3 / 2.5, rel=1e-12)
+
+
+def test_discrete_release_is_exact_integer_arithmetic():
+    m = DiscreteLaplace(scale=1.0).calibrate(1)
+    big = 2.0 ** 53
+    with pytest.raises(PrivpostError, match="2\\*\\*53"):
+        for seed in range(50):           # some draw is nonzero and pushes past 2**53
+            m.sample([big], seed=seed)
+    out = m.sample([2.0 ** 52 + 1], seed=3)
+    assert out[0] == np.round(out[0])
+
+
+def test_randomized_response_is_replace_one_only():
+    rr = RandomizedResponse(epsilon=1.0, categories=3)
+    with pytest.raises(PrivpostError, match="replace-one"):
+        rr.calibrate(None, neighbours="add-remove")
+    assert rr.calibrate(None).privacy == Privacy.pure(1.0)

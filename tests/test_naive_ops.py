@@ -274,3 +274,98 @@ def test_ops_method_on_a_release():
     assert 0.5 <= postp.draws["lam"][0, 0] <= 10
     with pytest.raises(IncompatibleError):
         pp.infer(PoissonGamma(), relp, method="ops", records=xp)   # no param_bounds
+
+
+# ============================================================================================
+# OPS audit additions: degenerate truncations, exact accounting
+# ============================================================================================
+
+def _edge_cdf(logf, lo, hi, at_hi, width):
+    """Numerical CDF of ∝ exp(logf) on [lo, hi] near one end (log space, fine grid)."""
+    t = np.linspace(hi - width, hi, 200_001) if at_hi else np.linspace(lo, lo + width, 200_001)
+    lf = logf(t)
+    dens = np.exp(lf - lf.max())
+    cdf = np.concatenate([[0.0], np.cumsum((dens[1:] + dens[:-1]) / 2 * np.diff(t))])
+    cdf /= cdf[-1]
+    return lambda x: np.interp(x, t, cdf)
+
+
+@pytest.mark.parametrize("a, b, at_hi", [(20000.0, 2.0, True), (2.0, 20000.0, False),
+                                         (50000.0, 0.5, True)])
+def test_truncated_beta_where_the_cdf_underflows(a, b, at_hi):
+    """Beta mass far beyond the interval: the interval's probability underflows, and the draws
+    must pile up at the *near* end with the right (exponential-like) shape. (The old code
+    returned the opposite end point as a point mass: wrong, and a data-dependent point mass
+    is not differentially private.)"""
+    rng = np.random.default_rng(11)
+    lo, hi = 0.1, 0.9
+    assert special.betainc(a, b, hi) - special.betainc(a, b, lo) < 1e-200
+    x = ops.truncated_beta(rng, a, b, lo, hi, size=20000)
+    assert x.min() >= lo and x.max() <= hi
+    logf = lambda t: (a - 1) * np.log(t) + (b - 1) * np.log1p(-t)   # noqa: E731
+    width = 30.0 / abs((a - 1) / (hi if at_hi else lo) - (b - 1) / (1 - (hi if at_hi else lo)))
+    assert stats.kstest(x, _edge_cdf(logf, lo, hi, at_hi, width)).pvalue > 1e-3
+    assert abs(np.median(x) - (hi if at_hi else lo)) < width
+    scalar = ops.truncated_beta(rng, a, b, lo, hi)
+    assert np.ndim(scalar) == 0 and lo <= scalar <= hi
+
+
+@pytest.mark.parametrize("shape, rate, at_hi", [(5000.0, 1.0, True), (2.0, 5000.0, False)])
+def test_truncated_gamma_where_the_cdf_underflows(shape, rate, at_hi):
+    rng = np.random.default_rng(12)
+    lo, hi = 0.5, 4.0
+    x = ops.truncated_gamma(rng, shape, rate, lo, hi, size=20000)
+    assert x.min() >= lo and x.max() <= hi
+    logf = lambda t: (shape - 1) * np.log(t) - rate * t     # noqa: E731
+    end = hi if at_hi else lo
+    width = 30.0 / abs((shape - 1) / end - rate)
+    assert stats.kstest(x, _edge_cdf(logf, lo, hi, at_hi, width)).pvalue > 1e-3
+
+
+def test_edge_rejection_agrees_with_inverse_cdf():
+    """Where both apply, the rejection fallback and the inverse CDF give the same law."""
+    rng = np.random.default_rng(13)
+    a, b = 3000.0, 2.0                              # interval probability ~1e-135: inverse CDF
+    x_inv = ops.truncated_beta(rng, a, b, 0.1, 0.9, size=20000)
+    x_rej = ops._edge_rejection(rng, a - 1.0, b - 1.0, 0.0, 0.1, 0.9, 20000)
+    assert stats.ks_2samp(x_inv, x_rej).pvalue > 1e-3
+    g_inv = ops.truncated_gamma(rng, 300.0, 30.0, 0.5, 4.0, size=20000)
+    g_rej = ops._edge_rejection(rng, 299.0, 0.0, -30.0, 0.5, 4.0, 20000)
+    assert stats.ks_2samp(g_inv, g_rej).pvalue > 1e-3
+
+
+def test_ops_release_concentrated_posterior_is_at_the_right_end():
+    """n = 100000 mostly-ones records, budget large enough for T = 1: the tempered posterior
+    is concentrated beyond 1 - a0, so every draw must be close to 1 - a0 (not a0)."""
+    x = np.r_[np.ones(95_000), np.zeros(5_000)]
+    rel = ops.ops_release(x, BetaBernoulli(1, 1), 100.0, draws=10, a0=0.1, seed=14)
+    assert rel.temperature == 1.0
+    assert np.all(rel.draws["theta"] > 0.899) and np.all(rel.draws["theta"] <= 0.9)
+
+
+@pytest.mark.parametrize("eps, q, a0", [(1.0, 1, 0.1), (0.3, 3, 0.2), (0.7, 7, 0.05),
+                                        (2 * math.log(9), 1, 0.1)])
+def test_ops_accounting_is_exact(eps, q, a0):
+    """q 2C/T ≤ ε holds exactly (rationals), T ≥ 1, C is not below the exact log((1-a0)/a0),
+    and the reported guarantee is q times the per-draw ε = 2C/T (rounded up)."""
+    from fractions import Fraction
+
+    x = np.r_[np.ones(5), np.zeros(5)]
+    rel = ops.ops_release(x, BetaBernoulli(1, 1), eps, draws=q, a0=a0, seed=15)
+    T, C = rel.temperature, rel.C
+    assert T >= 1.0
+    assert C >= math.log((1 - a0) / a0) and C == pytest.approx(math.log((1 - a0) / a0),
+                                                              rel=1e-11)
+    assert Fraction(2 * q) * Fraction(C) / Fraction(T) <= Fraction(rel.privacy.epsilon)
+    assert rel.privacy.epsilon <= eps
+    assert Fraction(rel.epsilon_per_draw) >= 2 * Fraction(C) / Fraction(T)
+
+
+def test_ops_method_rejects_an_add_remove_budget():
+    x = (np.arange(40) % 3 == 0).astype(float)
+    rel = pp.release(x, query=Sum(bounds=(0, 1)), mechanism=Laplace(epsilon=0.5),
+                     neighbours="add-remove", seed=16)
+    with pytest.raises(pp.errors.PrivpostError, match="add/remove"):
+        pp.infer(BetaBernoulli(1, 1), rel, method="ops", records=x)
+    post = pp.infer(BetaBernoulli(1, 1), rel, method="ops", records=x, epsilon=1.0, seed=17)
+    assert post.draws["theta"].shape == (1, 1)

@@ -278,6 +278,20 @@ def test_censored_log_mean_sensitivity_bruteforce(D, a, m, norm, neighbours):
     assert sens != pytest.approx(-2 * root * math.log(a) / N)
 
 
+def test_censored_log_mean_caps_parts_at_one():
+    """Parts above 1 (allowed by the simplex tolerance, or with check=False) must not push a
+    contribution above 0: the sensitivity bound assumes every log part lies in [log a, 0]."""
+    q = CensoredLogMean(parts=2, threshold=0.05, n=1)
+    t = q.t([[1.0 + 5e-7, 0.0]])                      # passes the 1e-6 simplex tolerance
+    assert np.all(t <= 0.0)
+    wild = np.array([[3.0, 0.0], [0.0, 5.0], [0.05, 0.95], [1.0, 0.0]])
+    T = q.t(wild, check=False)
+    assert T.max() <= 0.0 and T.min() >= math.log(0.05)
+    for norm in ("l1", "l2"):
+        assert brute_force(q, wild, norm, "replace", check=False) <= \
+            q.sensitivity(norm, "replace") + 1e-12
+
+
 def test_bruteforce_helper_can_fail():
     """A deliberately wrong sensitivity (the authors'-code b - a for truncation) is caught."""
     q = TruncatedSum(bounds=(1.0, 4.0))

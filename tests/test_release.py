@@ -194,3 +194,91 @@ def test_posterior_plot_writes_a_png(tmp_path):
     path = tmp_path / "trace.png"
     post.plot(path)
     assert path.stat().st_size > 1000 and path.read_bytes()[:4] == b"\x89PNG"
+
+
+# ---------------------------------------------------------------------------------------------
+# audit additions: calibration check on load, randomized response, budget split, secure path
+# ---------------------------------------------------------------------------------------------
+
+def test_calibration_check_on_load_is_exact(rel):
+    """A stored sensitivity even one ulp below the query's is rejected: the guarantee is
+    computed from the stored sensitivity and would be understated."""
+    doc = _doc(rel)
+    needed = Sum(bounds=(0, 1)).sensitivity("l1", "replace")
+    doc["mechanism"]["sensitivity"] = math.nextafter(needed, 0.0)
+    doc["mechanism"].pop("scale")
+    doc["privacy"].pop("epsilon")
+    with pytest.raises(ReleaseError, match="mechanism.sensitivity"):
+        Release.from_dict(doc)
+
+
+def test_calibration_check_uses_the_release_neighbour_relation():
+    """A histogram calibrated to its add/remove sensitivity (1) cannot be relabelled as a
+    replace-one release (sensitivity 2)."""
+    cats = np.array([0, 1, 2, 1])
+    r = pp.release(cats, query=Histogram(3), mechanism=Laplace(epsilon=1.0),
+                   neighbours="add-remove", seed=0)
+    assert r.mechanism.sensitivity == 1.0
+    doc = _doc(r)
+    doc["neighbours"] = "replace"
+    doc["privacy"]["neighbours"] = "replace"
+    with pytest.raises(ReleaseError, match="sensitivity"):
+        Release.from_dict(doc)
+
+
+def test_randomized_response_release_checks():
+    from privpost.mechanisms import RandomizedResponse
+
+    cats = np.array([0, 1, 2, 1, 0])
+    rr = RandomizedResponse(epsilon=1.0, categories=3)
+    r = pp.release(cats, query=Histogram(3), mechanism=rr, seed=0)
+    assert r.privacy.epsilon == 1.0 and r.dim == 5
+    assert Release.from_json(r.to_json()).to_dict() == r.to_dict()
+    with pytest.raises(PrivpostError, match="replace-one"):
+        pp.release(cats, query=Histogram(3), mechanism=rr, neighbours="add-remove", seed=0)
+    doc = _doc(r)
+    for edit, field_name in (({"neighbours": "add-remove"}, "neighbours"),
+                             ({"query": Histogram(4).to_dict()}, "query"),
+                             ({"observed": [0.0, 1.0, 2.0, 3.0, 0.0]}, "observed")):
+        bad = dict(copy.deepcopy(doc), **edit)
+        bad.pop("labels")
+        bad["privacy"]["neighbours"] = bad["neighbours"]
+        with pytest.raises(ReleaseError) as info:
+            Release.from_dict(bad)
+        assert info.value.field.startswith(field_name)
+
+
+def test_release_with_moments_budget_split_never_exceeds_epsilon():
+    """Gibbs-SS-Noisy's two releases: each calibrated to its own query's L1 sensitivity, and
+    the composed ε never above the budget, even where float rounding of the two shares would
+    overshoot it (e.g. ε = 0.1, split = 0.2: 0.08 + 0.02 rounds above 0.1)."""
+    from fractions import Fraction
+
+    from privpost.inference._gibbs_regression import release_with_moments
+    from privpost.queries import CovariateMoments, RegressionStats
+
+    q = RegressionStats([(-1.0, 1.0)], (-2.0, 2.0))
+    rec = np.random.default_rng(0).uniform(-1, 1, (25, 2))
+    for eps, split in ((0.1, 0.2), (0.3, 0.45), (0.9, 0.7), (2.9, 1 / 3), (1.0, 0.5)):
+        rset = release_with_moments(rec, q, eps, split=split, seed=1)
+        r_stats, r_mom = rset.releases
+        assert r_stats.mechanism.sensitivity == q.sensitivity("l1", "replace")
+        assert r_mom.mechanism.sensitivity == CovariateMoments([(-1.0, 1.0)]).sensitivity("l1")
+        e1, e2 = r_stats.privacy.epsilon, r_mom.privacy.epsilon
+        assert Fraction(e1) + Fraction(e2) <= Fraction(eps)
+        assert e1 == pytest.approx((1 - split) * eps) and e2 == pytest.approx(split * eps)
+        total = rset.total_privacy()
+        assert total.kind == "pure" and total.epsilon <= eps
+        assert total.epsilon == pytest.approx(eps, rel=1e-12)
+
+
+def test_unseeded_release_uses_the_secure_path(monkeypatch):
+    """pp.release(..., seed=None) never builds a NumPy generator (OpenDP / OS CSPRNG only)."""
+    import privpost._rng as rng_mod
+
+    monkeypatch.setattr(rng_mod, "as_generator", lambda *a, **k: pytest.fail("NumPy generator"))
+    monkeypatch.setattr(np.random, "default_rng", lambda *a, **k: pytest.fail("NumPy generator"))
+    x = np.array([0.0, 1.0, 1.0])
+    r = pp.release(x, query=Sum(bounds=(0, 1)), mechanism=Laplace(epsilon=1.0))
+    assert r.metadata["seeded"] is False
+    pp.release(np.array([0, 1, 2]), query=Histogram(3), mechanism=DiscreteLaplace(epsilon=1.0))

@@ -11,14 +11,18 @@ each for all neighbouring datasets x, x' under ``neighbours``: ``"replace"`` (re
 bounded DP, the default) or ``"add-remove"`` (unbounded DP). The relation is part of the
 guarantee; guarantees under different relations are never combined.
 
-Composition (:func:`compose`) is *basic* (non-adaptive-aware sequential composition, which is
-also valid adaptively for all three notions):
+Composition (:func:`compose`) is *basic* sequential composition (valid adaptively for all
+three notions):
 
 * all pure: ε adds;
 * pure and zCDP only (at least one zCDP): ρ adds, a pure ε-DP term counting as ρ = ε²/2
   (Bun & Steinke 2016, Prop. 1.4);
 * anything with an (ε, δ) term: (ε, δ) add, pure terms counting as (ε, 0) and the *total* ρ of
   the zCDP terms converted once to (ε_ρ, δ_ρ) at a δ_ρ the caller states (``delta=``).
+
+Sums are computed exactly (:class:`fractions.Fraction`) and rounded *up* to a float, and the
+zCDP → (ε, δ) conversion is padded for floating-point rounding, so a reported parameter is
+never below the exact one.
 
 Example::
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from numbers import Real
 from typing import Iterable
 
@@ -52,6 +57,21 @@ def _number(value, name: str) -> float:
     if not math.isfinite(v):
         raise PrivpostError(f"{name} must be finite, got {v}")
     return v
+
+
+def _sum_up(values) -> float:
+    """The exact sum of ``values`` (floats or Fractions), rounded up to a float."""
+    exact = sum((Fraction(v) for v in values), Fraction(0))
+    out = float(exact)
+    while Fraction(out) < exact:
+        out = math.nextafter(out, math.inf)
+    return out
+
+
+def _pad_up(x: float) -> float:
+    """``x`` increased by a relative 1e-12 (covers the rounding error of evaluating a
+    conversion formula in double precision, which is a few ulps)."""
+    return math.nextafter(x * (1.0 + 1e-12), math.inf) if x > 0 else x
 
 
 @dataclass(frozen=True)
@@ -169,7 +189,8 @@ class Privacy:
 def zcdp_to_approx_closed_form(rho: float, delta: float) -> float:
     """Bun & Steinke (2016, Prop. 1.3): ρ-zCDP implies (ρ + 2 sqrt(ρ log(1/δ)), δ)-DP.
 
-    Valid but not the tightest conversion; :func:`zcdp_to_approx` is never larger.
+    Valid but not the tightest conversion; :func:`zcdp_to_approx` is never larger. (Returned
+    exactly as the formula evaluates in double precision; :func:`zcdp_to_approx` pads.)
     """
     rho, delta = _check_rho_delta(rho, delta)
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
@@ -198,7 +219,11 @@ def zcdp_to_approx(rho: float, delta: float) -> float:
     evaluated on a geometric grid of α in (1.01, 1e7] refined around the best grid point. Every
     α gives a valid ε, so the grid minimum is a valid (conservative) value. The Bun-Steinke closed
     form ρ + 2 sqrt(ρ log(1/δ)) (:func:`zcdp_to_approx_closed_form`) is also valid; the smaller
-    of the two is returned, so the result never exceeds the closed form.
+    of the two is returned (padded up by a relative 1e-12 for floating-point rounding, so it is
+    never below the exact value of the formula at the chosen α).
+
+    Check: the Gaussian mechanism with Δ²/(2σ²) = ρ is ρ-zCDP, so its exact (Balle & Wang)
+    δ at the returned ε must be ≤ δ (``tests/test_accounting.py``).
 
     Parameters
     ----------
@@ -229,7 +254,7 @@ def zcdp_to_approx(rho: float, delta: float) -> float:
         fine = np.linspace(max(lo, 1.0101), hi, 120)
         eps2, _ = compute_epsilon(fine, rho * fine, delta)
         eps = min(eps, eps2)
-    return float(min(eps, closed))
+    return _pad_up(float(min(eps, closed)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,20 +293,21 @@ def compose(privacies: Iterable[Privacy], *, delta: float | None = None) -> Priv
     neighbours = rels.pop()
     kinds = {p.kind for p in items}
     if kinds == {"pure"}:
-        return Privacy.pure(math.fsum(p.epsilon for p in items), neighbours)
+        return Privacy.pure(_sum_up(p.epsilon for p in items), neighbours)
     if "approx" not in kinds:
-        rho = math.fsum(p.rho if p.kind == "zcdp" else p.epsilon ** 2 / 2.0 for p in items)
+        rho = _sum_up(p.rho if p.kind == "zcdp" else Fraction(p.epsilon) ** 2 / 2 for p in items)
         return Privacy.zcdp(rho, neighbours)
-    eps = math.fsum(p.epsilon for p in items if p.kind != "zcdp")
-    dlt = math.fsum(p.delta for p in items if p.kind == "approx")
+    eps_terms = [p.epsilon for p in items if p.kind != "zcdp"]
+    dlt_terms = [p.delta for p in items if p.kind == "approx"]
     if "zcdp" in kinds:
         if delta is None:
             raise PrivpostError(
                 "composing zCDP with (ε, δ) guarantees needs delta=: the δ at which the zCDP "
                 "part is converted to (ε, δ)")
-        rho = math.fsum(p.rho for p in items if p.kind == "zcdp")
-        eps += zcdp_to_approx(rho, delta)
-        dlt += float(delta)
+        rho = _sum_up(p.rho for p in items if p.kind == "zcdp")
+        eps_terms.append(zcdp_to_approx(rho, delta))
+        dlt_terms.append(float(delta))
+    eps, dlt = _sum_up(eps_terms), _sum_up(dlt_terms)
     if not dlt < 1:
         raise PrivpostError(f"composed delta {dlt} is not below 1: the guarantee is vacuous")
     return Privacy.approx(eps, dlt, neighbours)
@@ -304,7 +330,7 @@ def convert(privacy: Privacy, to: str = "approx", delta: float | None = None) ->
     if privacy.kind == "pure":
         if to == "approx":
             return Privacy.approx(privacy.epsilon, 0.0, nb)
-        return Privacy.zcdp(privacy.epsilon ** 2 / 2.0, nb)
+        return Privacy.zcdp(_sum_up([Fraction(privacy.epsilon) ** 2 / 2]), nb)
     if privacy.kind == "zcdp":
         if to == "approx":
             if delta is None:

@@ -45,7 +45,6 @@ import abc
 import copy
 import functools
 import math
-import warnings
 from fractions import Fraction
 from numbers import Integral, Real
 from typing import ClassVar
@@ -176,6 +175,14 @@ def _pair(observed, true) -> tuple[np.ndarray, np.ndarray]:
 # the analytic Gaussian mechanism (Balle & Wang 2018)
 # ---------------------------------------------------------------------------------------------
 
+def _bw_terms(epsilon: float, sigma: float, sensitivity: float) -> tuple[float, float, float]:
+    """(Φ(Δ/(2σ) − εσ/Δ), e^ε Φ(−Δ/(2σ) − εσ/Δ), |ε + log Φ(−Δ/(2σ) − εσ/Δ)|)."""
+    a = sensitivity / (2.0 * sigma)
+    b = epsilon * sigma / sensitivity
+    x = epsilon + float(special.log_ndtr(-a - b))
+    return float(special.ndtr(a - b)), math.exp(x), abs(x)
+
+
 def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float = 1.0) -> float:
     """δ(ε, σ) of the Gaussian mechanism (Balle & Wang 2018, Theorem 8).
 
@@ -183,20 +190,32 @@ def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float = 1
 
         δ ≥ Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ).
 
-    This returns the right-hand side (the exact, smallest δ for this ε and σ).
+    This returns the right-hand side (the exact, smallest δ for this ε and σ), evaluated in
+    double precision. The difference of the two terms can cancel, so its floating-point value may
+    fall a few parts in 10^12 below the exact value; calibration therefore uses the certified
+    upper bound :func:`_analytic_gaussian_delta_upper`, never this point value.
     """
-    a = sensitivity / (2.0 * sigma)
-    b = epsilon * sigma / sensitivity
-    return float(special.ndtr(a - b) - math.exp(epsilon + special.log_ndtr(-a - b)))
+    t1, t2, _ = _bw_terms(epsilon, sigma, sensitivity)
+    return float(t1 - t2)
+
+
+def _analytic_gaussian_delta_upper(epsilon: float, sigma: float, sensitivity: float) -> float:
+    """An upper bound on the exact δ(ε, σ): the double-precision value plus an allowance for the
+    rounding of each term (relative 1e-13 for Φ and log Φ, whose scipy implementations are
+    accurate to a few ulps, plus 1e-15 |x| for e^x) -- far above the actual error, and still
+    negligible (the σ it costs is relatively ~1e-12 larger)."""
+    t1, t2, x = _bw_terms(epsilon, sigma, sensitivity)
+    return float(t1 - t2) + 1e-13 * t1 + (1e-13 + 1e-15 * x) * t2
 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1.0) -> float:
     """Smallest σ with δ(ε, σ) ≤ δ (analytic Gaussian mechanism, Balle & Wang 2018, Alg. 1).
 
     δ(ε, σ) decreases strictly from 1 (σ → 0) to 0 (σ → ∞), so σ is found by bracketing and
-    Brent's method on log σ (to machine precision), then nudged up by ulps until δ(ε, σ) ≤ δ.
-    Valid for every ε > 0 (unlike the classical σ = Δ sqrt(2 ln(1.25/δ))/ε, which needs ε < 1 and
-    is larger).
+    Brent's method on log σ (to machine precision), then increased until the *certified upper
+    bound* on δ(ε, σ) (:func:`_analytic_gaussian_delta_upper`) is ≤ δ, so float rounding never
+    weakens the guarantee. Valid for every ε > 0 (unlike the classical
+    σ = Δ sqrt(2 ln(1.25/δ))/ε, which needs ε < 1 and is larger).
     """
     epsilon = _positive_finite(epsilon, "epsilon")
     delta = _unit_open(delta, "delta")
@@ -212,32 +231,39 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
         lo -= 1.0
     logu = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     sigma = math.exp(logu) * sensitivity
-    for _ in range(64):
-        if analytic_gaussian_delta(epsilon, sigma, sensitivity) <= delta:
-            break
-        sigma = _round_up(sigma)
+    step = np.finfo(float).eps
+    while _analytic_gaussian_delta_upper(epsilon, sigma, sensitivity) > delta:
+        sigma = max(_round_up(sigma), sigma * (1.0 + step))
+        step *= 2.0
     return sigma
 
 
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
-    """Smallest ε ≥ 0 with δ(ε, σ) ≤ δ: the (ε, δ) guarantee of N(0, σ²) noise at a given δ."""
+    """Smallest ε ≥ 0 with δ(ε, σ) ≤ δ: the (ε, δ) guarantee of N(0, σ²) noise at a given δ.
+
+    Root finding on the double-precision δ(ε, σ), then ε is increased until the certified upper
+    bound on δ(ε, σ) is ≤ δ (never reports an ε below the exact one)."""
     sigma = _positive_finite(sigma, "scale")
     delta = _unit_open(delta, "delta")
     sensitivity = _positive_finite(sensitivity, "sensitivity")
-    if analytic_gaussian_delta(0.0, sigma, sensitivity) <= delta:
+    if _analytic_gaussian_delta_upper(0.0, sigma, sensitivity) <= delta:
         return 0.0
 
     def f(eps: float) -> float:
         return analytic_gaussian_delta(eps, sigma, sensitivity) - delta
 
-    hi = 1.0
-    while f(hi) > 0:
-        hi *= 2.0
-    eps = optimize.brentq(f, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
-    for _ in range(64):
-        if f(eps) <= 0:
-            break
-        eps = _round_up(eps)
+    if f(0.0) <= 0:          # the point value is already below δ: only the margin is missing
+        eps = 0.0
+    else:
+        hi = 1.0
+        while f(hi) > 0:
+            hi *= 2.0
+        eps = optimize.brentq(f, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps,
+                              maxiter=500)
+    step = np.finfo(float).eps
+    while _analytic_gaussian_delta_upper(eps, sigma, sensitivity) > delta:
+        eps = max(_round_up(eps), eps * (1.0 + step))
+        step *= 2.0
     return float(eps)
 
 
@@ -277,23 +303,26 @@ def _opendp_measurement(kind: str, scale: float):
 
 
 def _secure_continuous(kind: str, values: np.ndarray, scale: float) -> np.ndarray:
-    """value + noise drawn by OpenDP; falls back (with a warning) to a NumPy generator seeded from
-    OS entropy if OpenDP is unavailable or rejects the input (the fallback samples floating-point
-    noise, which is not hardened against the floating-point attacks OpenDP avoids)."""
+    """value + noise drawn by OpenDP (``make_laplace`` with ``scale`` = the Laplace b, i.e.
+    standard deviation / sqrt(2); ``make_gaussian`` with ``scale`` = the standard deviation σ --
+    the same meaning as our :attr:`Mechanism.scale`).
+
+    There is **no fallback**: if OpenDP is unavailable or rejects the input, this raises
+    :class:`PrivpostError` rather than silently releasing floating-point NumPy noise (which is
+    open to the floating-point attacks OpenDP avoids). Pass an ``int`` seed only for simulations.
+    """
     flat = values.ravel()
     try:
         meas = _opendp_measurement(kind, float(scale))
         out = np.asarray(meas([float(x) for x in flat]), dtype=np.float64)
-        if out.shape != flat.shape or not np.all(np.isfinite(out)):
-            raise RuntimeError("unexpected OpenDP output")
-        return out.reshape(values.shape)
-    except Exception as exc:  # noqa: BLE001 - any OpenDP failure falls back, loudly
-        warnings.warn(f"OpenDP could not sample {kind} noise ({exc}); using NumPy noise from an "
-                      "OS-entropy-seeded generator instead", RuntimeWarning, stacklevel=3)
-        rng = np.random.default_rng()
-        noise = rng.laplace(0.0, scale, flat.shape) if kind == "laplace" else \
-            rng.normal(0.0, scale, flat.shape)
-        return (flat + noise).reshape(values.shape)
+    except Exception as exc:  # noqa: BLE001 - any OpenDP failure is fatal for a release
+        raise PrivpostError(f"OpenDP could not sample {kind} noise ({exc}); refusing to release "
+                            "with non-hardened floating-point noise (seed=None needs OpenDP)"
+                            ) from exc
+    if out.shape != flat.shape or not np.all(np.isfinite(out)):
+        raise PrivpostError(f"OpenDP returned unexpected {kind} output (shape {out.shape} for "
+                            f"{flat.shape}, or non-finite values)")
+    return out.reshape(values.shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -676,6 +705,16 @@ class Gaussian(_Additive):
 # discrete mechanisms
 # ---------------------------------------------------------------------------------------------
 
+def _integer_sum(values: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """value + integer noise in exact integer arithmetic, returned as float64; refuses a result
+    beyond 2**53 in magnitude, where float64 would round it (and bias the released value)."""
+    out = values.astype(np.int64) + z.reshape(values.shape)
+    if np.any(np.abs(out) > int(_MAX_EXACT_INT)):
+        raise PrivpostError("noisy integer statistic exceeds 2**53 in magnitude: it cannot be "
+                            "stored exactly as a float64")
+    return out.astype(np.float64)
+
+
 def _integer_logpdf_mask(z: np.ndarray) -> np.ndarray:
     return z == np.round(z)
 
@@ -724,7 +763,7 @@ class DiscreteLaplace(_Additive):
 
     def _noise(self, values, seed):
         z = _samplers.sample_discrete_laplace(self.scale, values.size, seed)
-        return values + z.reshape(values.shape).astype(np.float64)
+        return _integer_sum(values, z)
 
     def _logpdf_z(self, z):
         inv = 1.0 / self.scale
@@ -781,7 +820,7 @@ class DiscreteGaussian(_Additive):
 
     def _noise(self, values, seed):
         z = _samplers.sample_discrete_gaussian(self.scale, values.size, seed)
-        return values + z.reshape(values.shape).astype(np.float64)
+        return _integer_sum(values, z)
 
     def _logpdf_z(self, z):
         s = self.scale
@@ -803,8 +842,11 @@ class RandomizedResponse(Mechanism):
     Guarantee: for any two inputs c, c' and any report r the probability ratio is at most
     (e^ε/(e^ε + k − 1)) / (1/(e^ε + k − 1)) = e^ε, so each report is ε-local-DP. The released
     vector of reports is therefore ε-DP for replace-one neighbours (one record changes, one report
-    changes distribution). No query sensitivity is needed: :attr:`scale` and :attr:`sensitivity`
-    are ``None`` and :meth:`calibrate` accepts only ``None`` or 1.
+    changes distribution; the reports are independent given the records). It is **not** DP for
+    add/remove neighbours (adding a record adds a report, so the number of reports gives the
+    data set size away): :meth:`calibrate` accepts only ``neighbours="replace"``. No query
+    sensitivity is needed: :attr:`scale` and :attr:`sensitivity` are ``None`` and
+    :meth:`calibrate` accepts only ``None`` or 1.
 
     ``sample(categories)`` maps true categories (any shape, integers 0..k−1) to reports (float64);
     ``logpdf(reports, categories)`` is Σ over the last axis of log P(report | category).
@@ -855,8 +897,12 @@ class RandomizedResponse(Mechanism):
             if s != 1:
                 raise PrivpostError("RandomizedResponse is calibrated by epsilon alone; a "
                                     f"sensitivity of {s} does not apply (pass None)")
+        if _check_neighbours(neighbours) != "replace":
+            raise PrivpostError("randomized response is ε-DP for replace-one neighbours only: "
+                                "under add/remove neighbours the number of reports reveals the "
+                                "data set size")
         new = copy.copy(self)
-        new.neighbours = _check_neighbours(neighbours)
+        new.neighbours = neighbours
         return new
 
     @property

@@ -962,12 +962,13 @@ class CensoredLogMean(Query):
     """Left-censored mean of logs of compositional records (seed 002 §3.1, extract §2.1).
 
     Records: ``(n, D)`` rows on the simplex (non-negative, summing to 1 within 1e-6; otherwise
-    :class:`DataError`). ``t(x)_j = log(max(x_j, a)) / N`` with the censoring threshold
+    :class:`DataError`). ``t(x)_j = log(min(max(x_j, a), 1)) / N`` with the censoring threshold
     ``0 < a < 1`` and the public record count ``N``; the censored values are not renormalised.
-    ``d = D``.
+    ``d = D``. (Parts are also capped at 1: the simplex check's 1e-6 tolerance, or
+    ``check=False``, would otherwise let ``log x_j`` exceed 0 and the bound below fail.)
 
-    Sensitivity. Each ``log max(x_j, a)`` lies in ``[log a, 0]``, so each coordinate of ``t``
-    lies in ``[log(a)/N, 0]``, width ``|log a| / N``.
+    Sensitivity. Each ``log min(max(x_j, a), 1)`` lies in ``[log a, 0]``, so each coordinate of
+    ``t`` lies in ``[log(a)/N, 0]``, width ``|log a| / N``.
 
     * replace-one: L1 <= ``-D log(a) / N``, L2 <= ``-sqrt(D) log(a) / N``.
     * add/remove (public denominator ``N``, as for :class:`Mean`): ``|t_j(r)| <= |log a| / N``,
@@ -1018,7 +1019,7 @@ class CensoredLogMean(Query):
         return x
 
     def _t(self, x):
-        return np.log(np.maximum(x, self.threshold)) / self.n
+        return np.log(np.clip(x, self.threshold, 1.0)) / self.n
 
     def _sensitivity(self, norm, neighbours):
         width = -math.log(self.threshold) / self.n

@@ -39,9 +39,6 @@ SCHEMA = "privpost.release/1"
 SET_SCHEMA = "privpost.release-set/1"
 NEIGHBOURS = ("replace", "add-remove")
 _REQUIRED = ("schema", "query", "mechanism", "neighbours", "n", "observed")
-# Relative slack when comparing a stored sensitivity or scale with the one recomputed on load
-# (JSON round trips floats exactly; this only absorbs arithmetic in the calibration formulas).
-_RTOL = 1e-9
 
 
 def _check_neighbours(value: Any, field_name: str = "neighbours") -> str:
@@ -72,7 +69,12 @@ class Release:
         ``d = n``).
     neighbours : {"replace", "add-remove"}
         Neighbour relation under which the privacy guarantee holds. Replace-one (bounded DP) is
-        the default and the convention of the papers.
+        the default and the convention of the papers; ``n`` is then the same for all
+        neighbours, so publishing it costs nothing. Under add/remove neighbours the guarantee
+        covers ``observed`` only: the document also publishes the exact ``n`` (and queries with
+        a public denominator, ``Mean`` and ``CensoredLogMean``, must equal it), which is *not*
+        protected -- use add/remove only where the record count is already public.
+        Randomized response is accepted under replace-one neighbours only.
     metadata : dict
         Free-form JSON-serialisable information (creation time, description, ...).
     """
@@ -114,8 +116,26 @@ class Release:
             raise ReleaseError("n", f"{self.n} differs from the query's public n = {query_n}")
 
     def _check_calibration(self) -> None:
+        """The stated guarantee must follow from the query and the mechanism.
+
+        Additive mechanisms: the mechanism's sensitivity must be at least the query's sensitivity
+        in the mechanism's norm under this release's neighbour relation (compared exactly: the
+        guarantee is computed from the mechanism's sensitivity, and JSON round-trips floats
+        exactly). Randomized response: replace-one neighbours only, a Histogram query with the
+        mechanism's number of categories, reports in ``0..k-1``.
+        """
         mech = self.mechanism
         if _local(mech):
+            if self.neighbours != "replace":
+                raise ReleaseError("neighbours", "randomized response is ε-DP for replace-one "
+                                   "neighbours only (the number of reports reveals n)")
+            if getattr(self.query, "name", None) != "histogram" or \
+                    self.query.categories != mech.categories:
+                raise ReleaseError("query", f"randomized response with {mech.categories} "
+                                   "categories needs a histogram query with the same number of "
+                                   "categories")
+            if np.any(self.observed < 0) or np.any(self.observed >= mech.categories):
+                raise ReleaseError("observed", f"reports must lie in 0..{mech.categories - 1}")
             return
         if getattr(mech, "scale", None) is None:
             raise ReleaseError("mechanism", "is not calibrated (no noise scale)")
@@ -123,7 +143,7 @@ class Release:
             raise ReleaseError("mechanism", f"{mech.name} adds integer noise, but the query "
                                f"{self.query.name!r} is not integer-valued")
         needed = self.query.sensitivity(mech.sensitivity_norm, self.neighbours)
-        if mech.sensitivity is None or mech.sensitivity < needed * (1 - _RTOL):
+        if mech.sensitivity is None or mech.sensitivity < needed:
             raise ReleaseError(
                 "mechanism.sensitivity",
                 f"{mech.sensitivity} is below the query's {mech.sensitivity_norm.upper()} "
@@ -296,7 +316,7 @@ def release(records, query, mechanism, *, neighbours: str = "replace", seed=None
             "privpost_version": _version(), "seeded": seed is not None}
     meta.update(metadata or {})
     if _local(mechanism):
-        mech = mechanism
+        mech = mechanism.calibrate(None, neighbours=neighbours)   # replace-one only
         observed = mech.sample(recs, seed=seed)
     else:
         if mechanism.discrete and not query.integer:

@@ -346,9 +346,15 @@ def release_with_moments(records, query, epsilon: float, *, split: float = 0.5,
 
     Returns a :class:`~privpost.ReleaseSet` of a Laplace RegressionStats release at
     ``(1 - split) ε`` and a Laplace CovariateMoments release at ``split ε`` (the thesis splits
-    evenly), in that order. Its ``total_privacy()`` is ε-DP (sequential composition). Feed it to
-    ``infer(model, release_set, method="gibbs-ss", covariate_moments="noisy")``.
+    evenly), in that order, both under ``neighbours``. Each is ε_i-DP with its own query's L1
+    sensitivity (Laplace scale Δ_i/ε_i), and the two touch the same records, so by sequential
+    composition the set is (ε_1 + ε_2)-DP. The two shares are computed so that
+    ε_1 + ε_2 ≤ ε holds *exactly* (the moment share is lowered by an ulp if float rounding of
+    ``(1 - split) ε`` and ``split ε`` would overshoot), so ``total_privacy()`` never exceeds ε.
+    Feed it to ``infer(model, release_set, method="gibbs-ss", covariate_moments="noisy")``.
     """
+    from fractions import Fraction
+
     from privpost._rng import spawn
     from privpost.mechanisms import Laplace
     from privpost.release import ReleaseSet
@@ -356,10 +362,18 @@ def release_with_moments(records, query, epsilon: float, *, split: float = 0.5,
 
     if isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 < split < 1:
         raise PrivpostError(f"split must be in (0, 1), got {split!r}")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)) or \
+            not (0 < float(epsilon) < math.inf):
+        raise PrivpostError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    epsilon = float(epsilon)
+    eps_stats = (1.0 - split) * epsilon
+    eps_moms = split * epsilon
+    while Fraction(eps_stats) + Fraction(eps_moms) > Fraction(epsilon):
+        eps_moms = math.nextafter(eps_moms, 0.0)
     s1, s2 = (None, None) if seed is None else spawn(seed, 2)
-    rel = _release(records, query=query, mechanism=Laplace(epsilon=(1 - split) * epsilon),
+    rel = _release(records, query=query, mechanism=Laplace(epsilon=eps_stats),
                    neighbours=neighbours, seed=s1)
-    mom = release_covariate_moments(records, query, Laplace(epsilon=split * epsilon),
+    mom = release_covariate_moments(records, query, Laplace(epsilon=eps_moms),
                                     neighbours=neighbours, seed=s2)
     return ReleaseSet([rel, mom], description=description or (
         f"regression statistics and covariate moments (Gibbs-SS-Noisy), epsilon {epsilon:g} "

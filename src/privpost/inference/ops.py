@@ -30,8 +30,16 @@ One exact draw is therefore ``2C/T``-DP; with ``q`` draws at a total budget ``ep
 reported is the smaller ``q 2C``. Errata checked (extract 004 §2.1, §7): use ``C`` (Theorem 2,
 ``2C``-DP), not ``B = sup |log p(x | theta)|`` (Theorem 3's ``4B`` uses ``C <= 2B``); the text's
 "T = 2.7" for ``a0 = 0.2, eps = 1`` is ``2 ln 4 = 2.7726``; "h(x)=0" means ``log h = 0``. The
-guarantee needs *exact* draws (MCMC would only give (ε, δ)); every sampler here is exact
-(inverse-CDF truncated Beta/Gamma, rejection for the truncated Dirichlet).
+guarantee needs *exact* draws (MCMC would only give (ε, δ)); every sampler here is exact up to
+double-precision arithmetic (inverse-CDF truncated Beta/Gamma, with an exact rejection sampler
+where the interval's probability underflows; rejection for the truncated Dirichlet). They are
+floating-point samplers driven by NumPy's PCG64 (seeded from OS entropy when ``seed=None``):
+unlike the additive mechanisms (OpenDP, exact integer samplers) they are *not* hardened against
+floating-point side channels (Mironov 2012) -- a known limitation of this OPS implementation.
+
+Floating point in the accounting: ``C`` is padded up by a relative 1e-12 (it is computed with
+``log``/``gammaln``), ``T`` is rounded up so that ``q 2C/T <= eps`` holds exactly, and the
+reported ε's are rounded up, so the stated guarantee is never below the exact one.
 
 Models (``C`` for each)
 -----------------------
@@ -57,6 +65,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 from scipy import special
@@ -73,37 +82,114 @@ __all__ = ["OPSRelease", "ops_release", "run", "truncated_beta", "truncated_gamm
 # exact truncated samplers
 # ------------------------------------------------------------------------------------------
 
+def _edge_rejection(rng, c_log, c_log1m, c_lin, lo, hi, size, max_proposals=10_000_000):
+    """Exact draws from the density ∝ exp(h) on ``[lo, hi]``, with
+    ``h(t) = c_log log t + c_log1m log(1 - t) + c_lin t`` (``lo > 0``; ``hi < 1`` if
+    ``c_log1m != 0``), by rejection from a truncated exponential anchored at an end.
+
+    The fallback of :func:`truncated_beta` / :func:`truncated_gamma` when the interval's
+    probability is too small for the inverse CDF in double precision (all the mass piles up at
+    one end, e.g. a tempered posterior concentrated beyond ``1 - a0``). Envelope: every term
+    ``phi`` of ``h`` is concave or convex on ``[lo, hi]``, so the secant slope of ``phi`` between
+    ``t`` and the anchor end is bounded by ``phi'`` at one of the ends; summing the bounds gives
+    ``r`` with ``h(t) <= h(e) - r |t - e|`` for every ``t`` (``e`` the anchor, the end with the
+    larger ``h``). Proposals ``D = |t - e|`` are drawn from ``∝ exp(-r D)`` on ``[0, hi - lo]``
+    and accepted with probability ``exp(h(t) - h(e) + r D) <= 1``, so accepted draws follow
+    ``exp(h)`` restricted to ``[lo, hi]`` exactly (up to floating-point evaluation of ``h``).
+    """
+    terms = []                        # (derivative function, concave?)
+    if c_log != 0:
+        terms.append((lambda t: c_log / t, c_log > 0))
+    if c_log1m != 0:
+        terms.append((lambda t: -c_log1m / (1.0 - t), c_log1m > 0))
+
+    def h(t):
+        out = c_lin * t
+        if c_log != 0:
+            out = out + c_log * np.log(t)
+        if c_log1m != 0:
+            out = out + c_log1m * np.log1p(-t)
+        return out
+
+    w = hi - lo
+    at_hi = h(hi) >= h(lo)
+    if at_hi:   # secant slopes (h(hi) - h(t)) / (hi - t) >= r
+        r = c_lin + sum(d(hi) if concave else d(lo) for d, concave in terms)
+        anchor, sign = hi, -1.0
+    else:       # secant slopes (h(t) - h(lo)) / (t - lo) <= -r
+        r = -(c_lin + sum(d(lo) if concave else d(hi) for d, concave in terms))
+        anchor, sign = lo, 1.0
+    h_anchor = h(anchor)
+    m = 1 if size is None else int(np.prod(size))
+    out = np.empty(0)
+    tried = 0
+    while out.size < m:
+        k = max(64, 2 * (m - out.size))
+        u = rng.random(k)
+        if r * w > 1e-12:
+            D = -np.log1p(u * np.expm1(-r * w)) / r
+        elif r * w < -1e-12:          # envelope grows away from the anchor
+            D = w + np.log1p(u * np.expm1(r * w)) / (-r)
+        else:
+            D = u * w
+        D = np.clip(D, 0.0, w)
+        t = anchor + sign * D
+        acc = np.log(rng.random(k)) <= h(t) - h_anchor + r * D
+        out = np.concatenate([out, t[acc]])
+        tried += k
+        if tried >= max_proposals and out.size < m:
+            raise PrivpostError("truncated sampler: the rejection fallback accepted too few "
+                                "proposals; the truncated distribution is numerically degenerate")
+    out = out[:m]
+    return float(out[0]) if size is None else out.reshape(size)
+
+
 def truncated_beta(rng, a, b, lo, hi, size=None):
-    """Exact ``Beta(a, b)`` draws restricted to ``[lo, hi]`` (inverse CDF, tail-aware)."""
+    """Exact ``Beta(a, b)`` draws restricted to ``[lo, hi]`` (``0 < lo < hi < 1``).
+
+    Inverse CDF (on the reflected variable ``1 - x`` when most mass lies right of ``lo``, for
+    accuracy); when the interval's probability is too small for the inverse CDF in double
+    precision (it underflows, or is below ``1e-10`` of the CDF at its near end, or below
+    ``1e-200``), the exact rejection sampler :func:`_edge_rejection` is used instead. (An earlier
+    version returned a fixed end point there -- the wrong end -- which was neither the
+    distribution nor private: a data-dependent point mass.)
+    """
     a, b = float(a), float(b)
     Fa, Fb = special.betainc(a, b, lo), special.betainc(a, b, hi)
     flip = Fa > 0.5          # mass right of the interval's left end: work with 1 - x
     if flip:
         a, b, lo, hi = b, a, 1.0 - hi, 1.0 - lo
         Fa, Fb = special.betainc(a, b, lo), special.betainc(a, b, hi)
-    u = rng.random(size)
-    if not Fb > Fa:          # all mass (numerically) beyond the interval: nearest end
-        x = np.full(np.shape(u), hi if Fa >= 1.0 else (lo if Fb <= 0 else 0.5 * (lo + hi)))
+    if not (Fb > Fa) or Fb - Fa <= 1e-10 * Fa or Fb < 1e-200:
+        x = _edge_rejection(rng, a - 1.0, b - 1.0, 0.0, lo, hi, size)
     else:
+        u = rng.random(size)
         x = special.betaincinv(a, b, Fa + u * (Fb - Fa))
     x = np.clip(x, lo, hi)
     return 1.0 - x if flip else x
 
 
 def truncated_gamma(rng, shape, rate, lo, hi, size=None):
-    """Exact ``Gamma(shape, rate)`` draws restricted to ``[lo, hi]`` (inverse CDF)."""
+    """Exact ``Gamma(shape, rate)`` draws restricted to ``[lo, hi]`` (``0 < lo < hi``).
+
+    Inverse CDF (with the upper regularised function when most mass lies above ``lo``); when
+    the interval's probability is too small for it in double precision, the exact rejection
+    sampler :func:`_edge_rejection` (as in :func:`truncated_beta`).
+    """
     shape, rate = float(shape), float(rate)
     xa, xb = lo * rate, hi * rate
     Pa, Pb = special.gammainc(shape, xa), special.gammainc(shape, xb)
-    u = rng.random(size)
     if Pa > 0.5:             # use the upper regularised function for accuracy
         Qa, Qb = special.gammaincc(shape, xa), special.gammaincc(shape, xb)
-        if not Qa > Qb:
-            return np.full(np.shape(u), hi)
+        degenerate = not (Qa > Qb) or Qa - Qb <= 1e-10 * Qb or Qa < 1e-200
+    else:
+        degenerate = not (Pb > Pa) or Pb - Pa <= 1e-10 * Pa or Pb < 1e-200
+    if degenerate:
+        return np.clip(_edge_rejection(rng, shape - 1.0, 0.0, -rate, lo, hi, size), lo, hi)
+    u = rng.random(size)
+    if Pa > 0.5:
         z = special.gammainccinv(shape, Qb + u * (Qa - Qb))
     else:
-        if not Pb > Pa:
-            return np.full(np.shape(u), lo if Pb <= 0 else hi)
         z = special.gammaincinv(shape, Pa + u * (Pb - Pa))
     return np.clip(z / rate, lo, hi)
 
@@ -143,10 +229,21 @@ def _is(model, name):
 def _poisson_C(lam_lo, lam_hi, x_lo, x_hi):
     xs = np.arange(int(x_lo), int(x_hi) + 1, dtype=np.float64)
     best = 0.0
+    scale = 1.0
     for lam in (lam_lo, lam_hi):
         f = xs * math.log(lam) - special.gammaln(xs + 1.0)
         best = max(best, float(f.max() - f.min()))
-    return best
+        scale = max(scale, float(np.abs(f).max()))
+    # the range is a difference of terms of size up to ``scale``: pad for their rounding
+    return best + 1e-12 * scale
+
+
+def _round_up(x: Fraction) -> float:
+    """The smallest float >= the rational ``x``."""
+    out = float(x)
+    while Fraction(out) < x:
+        out = math.nextafter(out, math.inf)
+    return out
 
 
 def ops_bound(model, *, a0=None, param_bounds=None, data_bounds=None) -> tuple[float, dict]:
@@ -301,19 +398,26 @@ def ops_release(records, model, epsilon: float, *, draws: int = 1, a0=None, para
         x = validate(x) if validate is not None else x
     else:
         x = validate(records) if validate is not None else np.asarray(records)
-    eps_draw = eps / q
-    T = max(1.0, 2.0 * C / eps_draw)
-    spent = q * 2.0 * C / T
+    C = math.nextafter(C * (1.0 + 1e-12), math.inf)      # certified: >= the exact bound
+    # T = max(1, 2 C q / eps), rounded up so that q 2C/T <= eps holds exactly
+    if Fraction(2 * q) * Fraction(C) <= Fraction(eps):
+        T = 1.0
+    else:
+        T = max(math.nextafter(1.0, math.inf), 2.0 * C * q / eps)
+        while Fraction(2 * q) * Fraction(C) > Fraction(eps) * Fraction(T):
+            T = math.nextafter(T, math.inf)
+    per_draw = _round_up(2 * Fraction(C) / Fraction(T))
+    spent = _round_up(Fraction(2 * q) * Fraction(C) / Fraction(T))
     rng = as_generator(seed)
     out = _tempered_draws(rng, model, x, T, trunc, q, temper_prior)
     notes = [f"OPS: {q} exact draw(s) from the posterior tempered at T = {T:.6g} "
              f"({'prior and likelihood' if temper_prior else 'likelihood only'}) on the "
-             f"truncated parameter set {trunc}; C = {C:.6g}; each draw is {2 * C / T:.6g}-DP, "
+             f"truncated parameter set {trunc}; C = {C:.6g}; each draw is {per_draw:.6g}-DP, "
              f"total {spent:.6g}-DP (replace-one neighbours)"]
     if spent < eps * (1 - 1e-12):
         notes.append(f"budget {eps:g} exceeds what exact posterior draws cost (T cannot go "
                      f"below 1): only {spent:.6g} is spent")
-    return OPSRelease(out, Privacy.pure(spent, neighbours), 2 * C / T, T, C, trunc,
+    return OPSRelease(out, Privacy.pure(spent, neighbours), per_draw, T, C, trunc,
                       bool(temper_prior), model_dict(model), int(x.shape[0]), notes)
 
 
@@ -344,6 +448,9 @@ def run(model, release=None, *, records=None, epsilon=None, draws: int = 1, chai
         priv = release.privacy
         if priv.kind != "pure":
             raise PrivpostError("the release's guarantee is not pure ε-DP; pass epsilon=")
+        if priv.neighbours != "replace":
+            raise PrivpostError("the release's ε is for add/remove neighbours and OPS is "
+                                "accounted under replace-one neighbours; pass epsilon=")
         epsilon = priv.epsilon
     if data_bounds is None and release is not None and hasattr(release.query, "bounds") and (
             _is(model, "ExponentialGamma") or _is(model, "PoissonGamma")):
