@@ -24,3 +24,13 @@ def test_survey_proportion_example():
 def test_regression_example():
     out = _load("regression_clamped_stats").main(quick=True)
     assert out["mean"].shape == (3,) and np.all(out["lo"] < out["hi"])
+
+
+def test_compare_methods_example():
+    table = _load("compare_methods").main(quick=True)
+    exact_mean, lo, hi = table["exact (quadrature)"]
+    # smoke check of the example's story; the exactness tests with MCSE tolerances are in
+    # test_damcmc.py and test_gibbs_ss.py
+    assert abs(table["damcmc"][0] - exact_mean) < 0.02
+    naive = table["naive"]
+    assert naive[2] - naive[1] < 0.5 * (hi - lo)
