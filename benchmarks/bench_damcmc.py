@@ -22,6 +22,7 @@ Usage::
     python benchmarks/bench_damcmc.py --n 100 --iterations 10000
     python benchmarks/bench_damcmc.py --n 10000 --iterations 1000 --paths fast
     python benchmarks/bench_damcmc.py --n 100 --profile        # generic-path overhead breakdown
+    python benchmarks/bench_damcmc.py --n 100 --interweave 0 1 3  # non-centred theta-moves
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def make_problem(n: int, epsilon: float = 1.0, seed: int = 2022):
 
 
 def bench(model, rel, iterations: int, fast: bool, seed: int = 7, warmup_frac: float = 0.1,
-          repeat: int = 3):
+          repeat: int = 3, interweave: int = 0):
     """Time ``repeat`` identical runs (same seed, so same draws); report the median wall time
     (and the minimum) of the whole ``run`` call, compilation excluded (done by a first call)."""
     import arviz as az
@@ -63,13 +64,14 @@ def bench(model, rel, iterations: int, fast: bool, seed: int = 7, warmup_frac: f
     warmup = int(iterations * warmup_frac)
     draws = iterations - warmup
     t0 = time.perf_counter()
-    run(model, rel, draws=2, warmup=1, chains=1, seed=0, progress=False, fast_path=fast)
+    run(model, rel, draws=2, warmup=1, chains=1, seed=0, progress=False, fast_path=fast,
+        interweave=interweave)
     compile_s = time.perf_counter() - t0
     walls = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         post = run(model, rel, draws=draws, warmup=warmup, chains=1, seed=seed, progress=False,
-                   fast_path=fast)
+                   fast_path=fast, interweave=interweave)
         walls.append(time.perf_counter() - t0)
     wall = float(np.median(walls))
     n = rel.n
@@ -77,7 +79,10 @@ def bench(model, rel, iterations: int, fast: bool, seed: int = 7, warmup_frac: f
     ess = np.array([float(az.ess(beta[:, :, j], method="bulk")) for j in range(3)])
     sec_per_iter = wall / iterations
     return {
-        "path": "compiled driver" if fast else "generic (NumPy + compiled loop)",
+        "path": ("compiled driver" if fast else "generic (NumPy + compiled loop)")
+        + (f" + interweave={interweave}" if interweave else ""),
+        "iw_accept": (float(post.chain_stats["interweave_accept_rate"].mean())
+                      if interweave else None),
         "n": n, "iterations": iterations, "warmup": warmup, "wall_s": wall,
         "compile_s": compile_s, "ns_per_record": wall / (iterations * n) * 1e9,
         "ns_per_record_min": min(walls) / (iterations * n) * 1e9, "repeat": repeat,
@@ -149,6 +154,9 @@ def main(argv=None):
     ap.add_argument("--paths", choices=["both", "fast", "generic"], default="both")
     ap.add_argument("--epsilon", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions (median reported)")
+    ap.add_argument("--interweave", type=int, nargs="+", default=[0],
+                    help="non-centred theta-moves per iteration (0 = off); each value > 0 runs "
+                         "the generic path with damcmc(interweave=value) after the --paths runs")
     ap.add_argument("--profile", action="store_true",
                     help="print the per-iteration cost breakdown of the generic path")
     args = ap.parse_args(argv)
@@ -160,12 +168,15 @@ def main(argv=None):
             for k, v in profile_generic(model, rel).items():
                 print(f"  {k:34s} {v:9.2f}")
         paths = {"both": [True, False], "fast": [True], "generic": [False]}[args.paths]
-        for fast in paths:
-            r = bench(model, rel, args.iterations, fast, repeat=args.repeat)
+        runs = [(fast, 0) for fast in paths] if 0 in args.interweave else []
+        runs += [(False, iw) for iw in args.interweave if iw > 0]
+        for fast, iw in runs:
+            r = bench(model, rel, args.iterations, fast, repeat=args.repeat, interweave=iw)
             print(f"\nn = {n}, {r['iterations']} iterations ({r['warmup']} warm-up), {r['path']}")
             print(f"  wall {r['wall_s']:.3f} s median of {r['repeat']} (+ {r['compile_s']:.2f} s "
                   f"first call / compile): {r['ns_per_record']:.1f} ns per record update "
-                  f"(best {r['ns_per_record_min']:.1f}), mean acceptance {r['accept']:.3f}")
+                  f"(best {r['ns_per_record_min']:.1f}), mean acceptance {r['accept']:.3f}"
+                  + (f", interweave acceptance {r['iw_accept']:.3f}" if iw else ""))
             for j in range(3):
                 print(f"  beta[{j}]: mean {r['mean'][j]:+.3f} sd {r['sd'][j]:.3f}  "
                       f"ESS {r['ess'][j]:8.1f}  ESS/s {r['ess_per_s'][j]:10.1f}  "

@@ -84,12 +84,25 @@ def _positive_int(value, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
+def _interweave_steps(value) -> int:
+    """``interweave`` option -> number of non-centred MH steps per iteration."""
+    if value is None or value is False:
+        return 0
+    if value is True:
+        return 1
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    raise PrivpostError(f"interweave must be False, True or an integer >= 0, got {value!r}")
+
+
 class _Problem:
     """Everything :func:`run` checks once: the model/query/mechanism fit, the kernel family and
     its weights, the normalising constant of the mechanism's density, the record layout."""
 
-    def __init__(self, model, release, *, proposal=None, sweeps_per_iteration: int = 1):
+    def __init__(self, model, release, *, proposal=None, sweeps_per_iteration: int = 1,
+                 interweave=0):
         self.k = _positive_int(sweeps_per_iteration, "sweeps_per_iteration")
+        self.interweave = _interweave_steps(interweave)
         for attr in ("query", "mechanism", "n", "observed"):
             if not hasattr(release, attr):
                 raise IncompatibleError(
@@ -149,6 +162,35 @@ class _Problem:
         self.names = list(model.param_shapes)
         self.shapes = {k: tuple(v) for k, v in model.param_shapes.items()}
         self._check_layout_and_density()
+        if self.interweave:
+            self._check_interweave()
+
+    def _check_interweave(self):
+        model = self.model
+        mname = type(model).__name__
+        for meth in ("innovations", "from_innovations", "log_prior"):
+            if not callable(getattr(model, meth, None)):
+                raise IncompatibleError(
+                    f"interweave needs the model's non-centred protocol (innovations, "
+                    f"from_innovations, log_prior, interweave_params; docs/internals.md); "
+                    f"{mname} has no {meth}()")
+        moved = tuple(getattr(model, "interweave_params", ()) or ())
+        bad = [nm for nm in moved if nm not in self.shapes]
+        if not moved or bad:
+            raise IncompatibleError(f"interweave: {mname}.interweave_params must name model "
+                                    f"parameters, got {moved!r}")
+        self.iw_names = moved
+        self.iw_sizes = [int(np.prod(self.shapes[nm], dtype=np.int64)) for nm in moved]
+        self.iw_dim = int(sum(self.iw_sizes))
+        # round trip on a few simulated records: from_innovations(innovations(x)) == x
+        vrng = np.random.default_rng(20220518)
+        params = model.prior_sample(vrng)
+        recs = np.asarray(model.simulate(params, 5, vrng))
+        u = model.innovations(params, recs, vrng)
+        back = np.asarray(model.from_innovations(params, u))
+        if back.shape != recs.shape or not np.allclose(back, recs, rtol=1e-9, atol=1e-9):
+            raise IncompatibleError(f"interweave: {mname}.from_innovations(innovations(x)) does "
+                                    f"not reproduce the records x")
 
     # ---- contributions -----------------------------------------------------------------
     def t(self, records) -> np.ndarray:
@@ -276,6 +318,53 @@ class ChainState:
     sweep_counts: np.ndarray = field(repr=False)
     log_u: np.ndarray = field(repr=False, default=None)
     rec2d: np.ndarray = field(repr=False, default=None)
+    # non-centred (interweaving) theta-move: proposal state; ``adapting`` is set by the chain
+    # driver during warm-up only (the proposal is fixed afterwards, so the kernel is exact)
+    iw: "_IWState | None" = field(repr=False, default=None)
+    adapting: bool = field(repr=False, default=False)
+
+
+class _IWState:
+    """Random-walk proposal of the non-centred theta-move: ``theta* = theta + s * C z``.
+
+    During warm-up ``log s`` follows a Robbins--Monro recursion towards a target acceptance and
+    ``C`` becomes the Cholesky factor of the running covariance of theta (switched in after
+    ``max(20, 5 d)`` adapting steps and refreshed every 50); after warm-up both are frozen.
+    """
+
+    def __init__(self, dim: int):
+        self.dim = dim
+        self.log_s = math.log(0.1)
+        self.chol = np.eye(dim)
+        self.target = 0.44 if dim == 1 else 0.3
+        self.t = 0                     # adapting steps so far
+        self.mean = np.zeros(dim)
+        self.m2 = np.zeros((dim, dim))
+        self.switched = False
+        self.proposed = 0              # post-warm-up counters
+        self.accepted = 0
+
+    def adapt(self, v: np.ndarray, alpha: float) -> None:
+        self.t += 1
+        t = self.t
+        self.log_s += (alpha - self.target) * min(1.0, 5.0 * t ** -0.6)
+        self.log_s = min(max(self.log_s, -30.0), 10.0)
+        delta = v - self.mean
+        self.mean += delta / t
+        self.m2 += np.outer(delta, v - self.mean)
+        if t >= max(20, 5 * self.dim) and (not self.switched or t % 50 == 0):
+            cov = self.m2 / (t - 1)
+            ridge = 1e-10 * max(float(np.trace(cov)) / self.dim, 1e-300)
+            try:
+                chol = np.linalg.cholesky(cov + ridge * np.eye(self.dim))
+            except np.linalg.LinAlgError:
+                return
+            if not np.all(np.isfinite(chol)) or not np.any(np.diag(chol) > 0):
+                return
+            self.chol = chol
+            if not self.switched:
+                self.switched = True
+                self.log_s = math.log(2.38 / math.sqrt(self.dim))
 
 
 def _copy_records(st: ChainState, prop, m: int) -> None:
@@ -302,9 +391,10 @@ class Sampler:
     """
 
     def __init__(self, model, release, *, proposal=None, sweeps_per_iteration: int = 1,
-                 _problem: _Problem | None = None):
+                 interweave=0, _problem: _Problem | None = None):
         self.p = _problem or _Problem(model, release, proposal=proposal,
-                                      sweeps_per_iteration=sweeps_per_iteration)
+                                      sweeps_per_iteration=sweeps_per_iteration,
+                                      interweave=interweave)
 
     @property
     def problem(self) -> _Problem:
@@ -333,6 +423,8 @@ class Sampler:
                         sweep_counts=np.zeros(p.k, dtype=np.int64))
         st.log_u = np.zeros(m)
         st.rec2d = records.reshape(p.n, -1)   # a view: copies into it update ``records``
+        if p.interweave:
+            st.iw = _IWState(p.iw_dim)
         return st
 
     def step(self, st: ChainState, rng) -> int:
@@ -340,6 +432,9 @@ class Sampler:
         model = p.model
         params = model.update(st.params, st.records, rng)
         st.params = params
+        if p.interweave:
+            self._interweave(st, rng)
+            params = st.params
         if p.proposal is not None:
             return self._step_user(st, rng, params)
         n, k = p.n, p.k
@@ -380,6 +475,61 @@ class Sampler:
                 ll_cur = np.where(st.accept, ll_prop, ll_cur)
             total += nacc
         return total
+
+    def _interweave(self, st: ChainState, rng) -> None:
+        """``p.interweave`` non-centred MH steps: theta moves with the innovations held fixed.
+
+        ``u ~ p(u | x, theta)`` (the model's ``innovations``; deterministic for continuous
+        records), so ``(theta, u)`` follows the augmented target ``p(theta) prod p_u(u_i)
+        eta(s | g(theta, u))``; a symmetric random walk on the ``interweave_params`` with ``u``
+        fixed is accepted with ``p(theta*) eta(s | T*) / (p(theta) eta(s | T))`` (no Jacobian:
+        ``p_u`` does not depend on theta). The records are then ``x = g(theta, u)``.
+        """
+        p = self.p
+        model, iw = p.model, st.iw
+        params = st.params
+        u = model.innovations(params, st.records, rng)
+        v = np.concatenate([np.asarray(params[nm], dtype=np.float64).ravel()
+                            for nm in p.iw_names])
+        lp = float(model.log_prior(params))
+        lg = float(p.log_g(st.T, p.s_obs, p.weight))
+        new_x = new_t = None
+        for _ in range(p.interweave):
+            z = rng.standard_normal(p.iw_dim)
+            log_v = math.log1p(-rng.random())   # log of a U(0, 1] variate
+            vp = v + math.exp(iw.log_s) * (iw.chol @ z)
+            prop = dict(params)
+            off = 0
+            for nm, size in zip(p.iw_names, p.iw_sizes):
+                prop[nm] = vp[off:off + size].reshape(p.shapes[nm]).copy()
+                if prop[nm].ndim == 0:
+                    prop[nm] = np.float64(prop[nm])
+                off += size
+            lpp = float(model.log_prior(prop))
+            alpha = 0.0
+            if lpp > -math.inf:
+                xp = np.ascontiguousarray(model.from_innovations(prop, u), dtype=p.rec_dtype)
+                tp = p.t(xp)
+                Tp = np.ascontiguousarray(tp.sum(axis=0))
+                lgp = float(p.log_g(Tp, p.s_obs, p.weight))
+                log_a = lpp - lp + lgp - lg
+                if log_a != log_a:      # NaN (e.g. inf - inf): reject
+                    log_a = -math.inf
+                alpha = 1.0 if log_a >= 0 else math.exp(log_a)
+                if log_v < log_a:
+                    params, v, lp, lg = prop, vp, lpp, lgp
+                    new_x, new_t = xp, tp
+                    if not st.adapting:
+                        iw.accepted += 1
+            if st.adapting:
+                iw.adapt(v, alpha)
+            else:
+                iw.proposed += 1
+        if new_x is not None:
+            st.params = params
+            st.rec2d[...] = new_x.reshape(st.rec2d.shape)
+            st.t_cur[...] = new_t
+            st.T[...] = new_t.sum(axis=0)
 
     def recompute(self, st: ChainState) -> float:
         """Debug/test hook: recompute ``t_cur`` and ``T`` from scratch; return max ``|ΔT|``."""
@@ -428,6 +578,7 @@ class _GenericChain:
             it = self.it
             if it == warmup:
                 st.record_counts[:] = 0
+            st.adapting = it < warmup
             nacc = sampler.step(st, self.rng)
             if it >= warmup:
                 mn = (nacc if p.k == 1 else int(st.sweep_counts.min())) * inv_n
@@ -456,7 +607,15 @@ class _GenericChain:
         return {"draws": {k: v[:j] for k, v in self.out.items()},
                 "accept_rate": self.accept_rate[:j], "accept_min": self.accept_min[:j],
                 "log_eta": self.log_eta[:j], "record_counts": self.state.record_counts.copy(),
-                "post_sweeps": self.post_sweeps(), "n_stored": j, "it": self.it}
+                "post_sweeps": self.post_sweeps(), "n_stored": j, "it": self.it,
+                "interweave": _iw_summary(self.state.iw)}
+
+
+def _iw_summary(iw) -> dict | None:
+    if iw is None:
+        return None
+    return {"accept_rate": iw.accepted / iw.proposed if iw.proposed else math.nan,
+            "scale": math.exp(iw.log_s), "chol": iw.chol.copy()}
 
 
 def _make_chains(problem: _Problem, fast, chain_ids, rngs, inits, draws, warmup, thin):
@@ -512,7 +671,8 @@ def _init_worker(shared) -> None:
 
 def _worker(model, release, opts, chain_ids, rngs, inits):
     problem = _Problem(model, release, proposal=opts["proposal"],
-                       sweeps_per_iteration=opts["sweeps_per_iteration"])
+                       sweeps_per_iteration=opts["sweeps_per_iteration"],
+                       interweave=opts["interweave"])
     fast = resolve_fast_path(problem, opts["fast_path"], quiet=True)
     chains = _make_chains(problem, fast, chain_ids, rngs, inits, opts["draws"],
                           opts["warmup"], opts["thin"])
@@ -573,7 +733,8 @@ class _Progress:
 
 def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 4, seed=None,
         thin: int = 1, sweeps_per_iteration: int = 1, progress: bool = True,
-        cores: int | None = None, init=None, proposal=None, fast_path="auto"):
+        cores: int | None = None, init=None, proposal=None, fast_path="auto",
+        interweave=False):
     """Exact private posterior by data augmentation MCMC (Ju et al. 2022, Algorithms 1 and 2).
 
     Parameters
@@ -613,6 +774,14 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     fast_path : "auto", bool
         Use the fully compiled driver when the model and query implement the compiled protocol
         (``docs/internals.md``). ``True`` requires it; ``False`` never uses it.
+    interweave : bool or int
+        Non-centred (interweaving, ASIS-style) theta-moves per iteration, after the centred
+        ``update``: ``False``/``0`` none (default), ``True`` one, an int that many. Each is an
+        exact random-walk MH step on the model's ``interweave_params`` with the records'
+        innovations ``u`` held fixed (``x = g(theta, u)``); it needs the model's optional
+        protocol ``innovations``/``from_innovations``/``log_prior``/``interweave_params``
+        (``docs/internals.md``). The proposal scale and covariance adapt during warm-up only.
+        Runs on the generic path: ``fast_path="auto"`` picks it, ``fast_path=True`` raises.
 
     Returns
     -------
@@ -638,10 +807,17 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     if fast_path not in ("auto", True, False):
         raise PrivpostError(f"fast_path must be 'auto', True or False, got {fast_path!r}")
     problem = _Problem(model, release, proposal=proposal,
-                       sweeps_per_iteration=sweeps_per_iteration)
+                       sweeps_per_iteration=sweeps_per_iteration, interweave=interweave)
     total = warmup + draws * thin
     work = float(chains) * total * (problem.k * problem.n + 500)
-    fast = resolve_fast_path(problem, fast_path, work=work)
+    if problem.interweave:
+        if fast_path is True:
+            raise IncompatibleError("damcmc fast_path=True: the compiled driver has no "
+                                    "interweaving move; use fast_path='auto' or False with "
+                                    "interweave")
+        fast = None
+    else:
+        fast = resolve_fast_path(problem, fast_path, work=work)
     inits = _split_init(init, chains)
     rngs = spawn(seed, chains)
     workers = min(chains, cores if cores is not None else (os.cpu_count() or 1))
@@ -654,6 +830,7 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
                           RuntimeWarning, stacklevel=2)
             workers = 1
     opts = {"proposal": proposal, "sweeps_per_iteration": problem.k,
+            "interweave": problem.interweave,
             "fast_path": fast is not None,
             "draws": draws, "warmup": warmup, "thin": thin}
     t0 = time.perf_counter()
@@ -731,6 +908,9 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
     rec = np.stack([r["record_counts"] / max(r["post_sweeps"], 1) for r in res])
     min_acc = np.array([r["accept_min"][:length].min() if length else np.nan for r in res])
     chain_stats = {"min_sweep_accept": min_acc, "record_accept_rate": rec}
+    if p.interweave:
+        chain_stats["interweave_accept_rate"] = np.array(
+            [r["interweave"]["accept_rate"] if r.get("interweave") else np.nan for r in res])
     notes = ["exact: DA-MCMC (Ju et al. 2022) targets the exact private posterior; the only "
              "error is Monte Carlo error (check r_hat and ess_bulk)"]
     k = p.k
@@ -739,6 +919,13 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
     notes.append(f"{'Algorithm 2 (user proposal)' if p.proposal is not None else 'Algorithm 1 (model proposals)'}; "
                  f"{k} record sweep{'s' if k > 1 else ''} per iteration; {path}; "
                  f"{n_chains} chain{'s' if n_chains > 1 else ''} in {elapsed:.1f} s")
+    if p.interweave:
+        iw_acc = chain_stats["interweave_accept_rate"]
+        notes.append(f"interweaving: {p.interweave} non-centred theta-move"
+                     f"{'s' if p.interweave > 1 else ''} per iteration on "
+                     f"{', '.join(p.iw_names)} (innovations held fixed; proposal adapted in "
+                     f"warm-up only); acceptance per chain "
+                     f"{', '.join(f'{a:.3g}' for a in iw_acc)}")
     eps = _pure_epsilon(p.release)
     if eps is not None and length and p.proposal is None:
         mean_acc = float(stats["accept_rate"].mean())

@@ -47,6 +47,15 @@ Optional:
   has one (``Dirichlet`` only for its independent Gamma prior with univariate slice sampling);
   they draw from the ``Generator`` in the same order as the Python methods, so both paths give
   the same chain for the same seed.
+* the *non-centred protocol*, used by ``damcmc(..., interweave=...)`` (an exact extra
+  theta-move with the records' innovations held fixed; ``docs/internals.md``, "Interweaving"):
+  ``interweave_params`` (tuple of parameter names the move changes; the others stay fixed),
+  ``innovations(params, records, rng) -> u`` (a draw of ``u | x, theta`` such that
+  ``x = from_innovations(params, u)`` and ``u`` has a theta-free density given theta: for
+  continuous records a deterministic inverse map, for discrete ones a randomised one, e.g.
+  Bernoulli ``u | x=1 ~ U(0, theta)``), ``from_innovations(params, u) -> records`` (the map
+  ``g(theta, u)``, vectorised) and ``log_prior(params)`` (``-inf`` outside the support; only
+  ratios are used). ``BetaBernoulli`` and ``LinearRegression`` (moving ``beta``) implement it.
 
 ``rng`` arguments are :class:`numpy.random.Generator` objects; ``prior_sample`` and ``simulate``
 also accept a seed (anything :func:`privpost._rng.as_generator` takes). ``update`` is on the hot

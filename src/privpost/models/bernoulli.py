@@ -80,6 +80,22 @@ class BetaBernoulli(Model):
             raise DataError(f"model {self.name!r}: records must be 0 or 1")
         return x
 
+    # ---------------------------------------------------------------- non-centred protocol
+    # x = 1{u < theta}, u ~ U(0, 1) (θ-free); used by damcmc(interweave=...).
+    interweave_params = ("theta",)
+
+    def innovations(self, params, records, rng):
+        """``u | x, theta``: ``U(0, theta)`` where ``x = 1``, ``U(theta, 1)`` where ``x = 0``
+        (so that ``u ~ U(0, 1)`` independently of theta and ``x = 1{u < theta}``)."""
+        t = float(params["theta"])
+        x = np.asarray(records, dtype=np.float64)
+        r = as_rng(rng).random(x.shape[0])
+        return np.where(x == 1.0, r * t, t + r * (1.0 - t))
+
+    def from_innovations(self, params, u):
+        """Records ``x_i = 1{u_i < theta}``."""
+        return (np.asarray(u) < float(params["theta"])).astype(np.float64)
+
     def compiled_model(self):
         """Numba versions of update/simulate for the compiled DA-MCMC driver."""
         from privpost.models import _compiled

@@ -272,8 +272,8 @@ class LinearRegression(Model):
     def log_prior(self, params):
         beta = np.asarray(params["beta"], dtype=np.float64)
         k = self.p + 1
-        d = np.linalg.solve(self._L0, beta - self.beta0)
-        q = float(d @ d)
+        d = beta - self.beta0
+        q = float(d @ (self._P0 @ d))   # (beta - beta0)^T V0^{-1} (beta - beta0)
         lp = 0.0
         if self.sigma2 is None:
             s2 = float(params["sigma2"])
@@ -357,6 +357,34 @@ class LinearRegression(Model):
         if not np.all(np.isfinite(arr)):
             raise DataError(f"model {self.name!r}: records contain NaN or infinite values")
         return arr
+
+    # ---------------------------------------------------------------- non-centred protocol
+    # Records as x = m + L z (covariates), y = beta_0 + x^T beta_{1:p} + sigma e, with (z, e)
+    # i.i.d. standard normal. The interweaving move of damcmc moves beta only (sigma2, m, S are
+    # held fixed), so the covariates themselves serve as their innovations: the innovations are
+    # [x_1..x_p, e] with e = (y - beta_0 - x^T beta_{1:p}) / sigma (deterministic given x).
+    interweave_params = ("beta",)
+
+    def _sd(self, params):
+        return math.sqrt(self.sigma2 if self.sigma2 is not None else float(params["sigma2"]))
+
+    def innovations(self, params, records, rng=None):
+        """``[x_1..x_p, e]`` with ``e = (y - beta_0 - x beta_{1:p}) / sigma``; ``rng`` unused."""
+        r = np.asarray(records, dtype=np.float64)
+        p = self.p
+        beta = np.asarray(params["beta"], dtype=np.float64)
+        u = r.copy()
+        u[:, p] = (r[:, p] - beta[0] - r[:, :p] @ beta[1:]) / self._sd(params)
+        return u
+
+    def from_innovations(self, params, u):
+        """Records ``[x, beta_0 + x beta_{1:p} + sigma e]`` from innovations ``[x, e]``."""
+        u = np.asarray(u, dtype=np.float64)
+        p = self.p
+        beta = np.asarray(params["beta"], dtype=np.float64)
+        out = u.copy()
+        out[:, p] = beta[0] + u[:, :p] @ beta[1:] + self._sd(params) * u[:, p]
+        return out
 
     def compiled_model(self):
         """Numba versions of update/simulate for the compiled DA-MCMC driver (every variant:
