@@ -109,7 +109,7 @@ def test_usage_error_exit_code(tmp_path):
 
 
 def test_help_for_every_command():
-    for cmd in ("release", "inspect", "infer", "demo"):
+    for cmd in ("release", "inspect", "bundle", "infer", "demo", "calibrate", "reproduce"):
         res = runner.invoke(app, [cmd, "--help"])
         assert res.exit_code == 0 and "Usage" in res.output
 

@@ -344,6 +344,15 @@ def demo_cmd(
     run_demo(workdir, seed=seed, console=out)
 
 
+def _register_experiments() -> None:
+    from privpost.experiments.commands import register
+
+    register(app, handles_errors, out)
+
+
+_register_experiments()
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 
