@@ -7,13 +7,14 @@ import math
 import numpy as np
 
 from privpost.errors import DataError
-from privpost.models.base import Model, as_rng, positive_float, records_1d, register_model
+from privpost.models._gamma_rate import GammaRateModel
+from privpost.models.base import as_rng, records_1d, register_model
 
 __all__ = ["ExponentialGamma"]
 
 
 @register_model
-class ExponentialGamma(Model):
+class ExponentialGamma(GammaRateModel):
     """``x_i | lam ~ Exponential(rate=lam)``, ``lam ~ Gamma(shape, rate)``.
 
     Parameters
@@ -32,17 +33,6 @@ class ExponentialGamma(Model):
     conjugate = True
     records_doc = "positive reals, shape (n,)"
 
-    def __init__(self, shape: float = 1.0, rate: float = 1.0):
-        self.shape = positive_float("shape", shape)
-        self.rate = positive_float("rate", rate)
-        self.param_shapes = {"lam": ()}
-
-    def hyperparameters(self):
-        return {"shape": self.shape, "rate": self.rate}
-
-    def prior_sample(self, rng):
-        return {"lam": np.float64(as_rng(rng).gamma(self.shape, 1.0 / self.rate))}
-
     def simulate(self, params, n, rng):
         return as_rng(rng).standard_exponential(int(n)) / float(params["lam"])
 
@@ -54,13 +44,6 @@ class ExponentialGamma(Model):
         lam = float(params["lam"])
         x = np.asarray(records, dtype=np.float64)
         return np.where(x >= 0, math.log(lam) - lam * x, -np.inf)
-
-    def log_prior(self, params):
-        lam = float(params["lam"])
-        if not lam > 0:
-            return -np.inf
-        return (self.shape * math.log(self.rate) - math.lgamma(self.shape)
-                + (self.shape - 1) * math.log(lam) - self.rate * lam)
 
     def nonprivate_posterior(self, records):
         """``{"shape": shape + n, "rate": rate + sum(x)}`` -- the Gamma posterior of ``lam``."""

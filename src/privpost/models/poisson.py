@@ -8,13 +8,14 @@ import numpy as np
 from scipy.special import gammaln
 
 from privpost.errors import DataError
-from privpost.models.base import Model, as_rng, positive_float, records_1d, register_model
+from privpost.models._gamma_rate import GammaRateModel
+from privpost.models.base import as_rng, records_1d, register_model
 
 __all__ = ["PoissonGamma"]
 
 
 @register_model
-class PoissonGamma(Model):
+class PoissonGamma(GammaRateModel):
     """``x_i | lam ~ Poisson(lam)``, ``lam ~ Gamma(shape, rate)``.
 
     Parameters
@@ -33,17 +34,6 @@ class PoissonGamma(Model):
     conjugate = True
     records_doc = "non-negative integer counts, shape (n,)"
 
-    def __init__(self, shape: float = 1.0, rate: float = 1.0):
-        self.shape = positive_float("shape", shape)
-        self.rate = positive_float("rate", rate)
-        self.param_shapes = {"lam": ()}
-
-    def hyperparameters(self):
-        return {"shape": self.shape, "rate": self.rate}
-
-    def prior_sample(self, rng):
-        return {"lam": np.float64(as_rng(rng).gamma(self.shape, 1.0 / self.rate))}
-
     def simulate(self, params, n, rng):
         return as_rng(rng).poisson(float(params["lam"]), size=int(n)).astype(np.float64)
 
@@ -55,13 +45,6 @@ class PoissonGamma(Model):
         lam = float(params["lam"])
         x = np.asarray(records, dtype=np.float64)
         return x * math.log(lam) - lam - gammaln(x + 1.0)
-
-    def log_prior(self, params):
-        lam = float(params["lam"])
-        if not lam > 0:
-            return -np.inf
-        return (self.shape * math.log(self.rate) - math.lgamma(self.shape)
-                + (self.shape - 1) * math.log(lam) - self.rate * lam)
 
     def nonprivate_posterior(self, records):
         """``{"shape": shape + sum(x), "rate": rate + n}`` -- the Gamma posterior of ``lam``."""
