@@ -176,6 +176,43 @@ def test_project_stats_keeps_n_and_sums():
     np.testing.assert_allclose(out[ok], s[ok])                   # PSD inputs unchanged
 
 
+def test_is_psd_stat_closed_form_agrees_with_eigvalsh():
+    """p = 1 uses the closed-form smallest eigenvalue of the 2x2 Schur complement; it must give
+    the eigvalsh decision (away from rounding-level ties) at both tolerances, and exact zeros."""
+    q = RegressionStats(bounds_x=[(-1, 1)], bounds_y=(-1, 1))
+    rng = np.random.default_rng(21)
+    s = rng.normal(0, 10, size=(4000, q.dim))
+    n = 30
+    B = R._gram(q, s, n)
+    w = np.linalg.eigvalsh(R._schur(B, float(n))).min(axis=-1)
+    clear = np.abs(w) > 1e-9 * n
+    for tol in (0.0, 1e-9):
+        expect = w >= -tol * n
+        got = R.is_psd_stat(q, s, n, tol=tol)
+        np.testing.assert_array_equal(got[clear], expect[clear])
+    assert 100 < np.sum(w >= 0) < 3900                            # both outcomes exercised
+    # a rank-one Gram matrix (all records equal) is PSD with a zero eigenvalue
+    rec = np.tile([0.5, -0.25], (n, 1))
+    assert R.is_psd_stat(q, q.t(rec).sum(axis=0)[None, :], n, tol=0.0)[0]
+
+
+def test_mvn_factors_reproduce_mvn_sample_on_subsets():
+    """MvnFactors draws exactly what mvn_sample draws on the same subset with the same random
+    numbers, including when some covariances in the stack are singular (eigen square root)."""
+    from privpost.inference import _gibbs_core as core
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(6, 3, 3))
+    cov = A @ np.swapaxes(A, -1, -2)
+    cov[2] = np.outer([1.0, 2.0, 0.5], [1.0, 2.0, 0.5])           # singular: Cholesky fails
+    mean = rng.normal(size=(6, 3))
+    f = core.MvnFactors(cov)
+    assert f.ok.tolist() == [True, True, False, True, True, True]
+    for idx in (np.arange(6), np.array([0, 1, 3]), np.array([2, 4]), np.array([5])):
+        a = f.sample(np.random.default_rng(9), mean[idx], idx)
+        b = core.mvn_sample(np.random.default_rng(9), mean[idx], cov[idx])
+        np.testing.assert_array_equal(a, b)
+
+
 # ============================================================================================
 # sampler
 # ============================================================================================

@@ -19,7 +19,8 @@ Contents
   (seed 003 App. B.2) and :func:`laplace_mixture_prior` (its prior).
 * :func:`condition_linear_gaussian` -- the ``NormProduct`` step generalised to observations of a
   linear map of the statistic, in the numerically safe "Kalman" form.
-* :func:`mvn_sample`, :func:`psd_project`, :func:`psd_clip` -- Gaussian draws and projections.
+* :func:`mvn_sample`, :func:`psd_project`, :func:`psd_clip` -- Gaussian draws and projections;
+  :class:`MvnFactors` factorises a stack of covariances once for repeated (rejection) draws.
 * :func:`constrained_mvn` -- a draw of a box/sum-constrained (truncated) multivariate normal:
   joint rejection first, then an exact coordinate-wise Gibbs sweep (never hangs).
 """
@@ -36,6 +37,7 @@ __all__ = [
     "laplace_mixture_variances",
     "condition_linear_gaussian",
     "mvn_sample",
+    "MvnFactors",
     "psd_clip",
     "psd_project",
     "constrained_mvn",
@@ -229,6 +231,45 @@ def mvn_sample(rng: np.random.Generator, mean, cov, size: int | None = None):
     shape = mean.shape if size is None else (size,) + mean.shape
     z = rng.standard_normal(shape)
     return mean + (L @ z[..., None])[..., 0]
+
+
+class MvnFactors:
+    """Square-root factors of a stack of covariances ``cov (C, k, k)``, computed once for
+    repeated draws from subsets of the stack (the rejection rounds of a constrained draw).
+
+    ``sample(rng, mean[idx], idx)`` returns exactly what ``mvn_sample(rng, mean[idx], cov[idx])``
+    returns, with the same random numbers: the Cholesky factor when every covariance in the
+    subset is positive definite, otherwise the eigendecomposition square root for the whole
+    subset (both are computed per matrix, so they do not depend on which subset is drawn).
+    """
+
+    def __init__(self, cov):
+        self.cov = _sym(np.asarray(cov, dtype=np.float64))
+        try:
+            self.chol = np.linalg.cholesky(self.cov)
+            self.ok = np.ones(self.cov.shape[0], dtype=bool)
+        except np.linalg.LinAlgError:
+            self.chol = np.zeros_like(self.cov)
+            self.ok = np.zeros(self.cov.shape[0], dtype=bool)
+            for i in range(self.cov.shape[0]):
+                try:
+                    self.chol[i] = np.linalg.cholesky(self.cov[i])
+                    self.ok[i] = True
+                except np.linalg.LinAlgError:
+                    pass
+        self._eig = None
+
+    def _eig_factor(self):
+        if self._eig is None:
+            w, U = np.linalg.eigh(self.cov)
+            self._eig = U * np.sqrt(np.maximum(w, 0.0))[..., None, :]
+        return self._eig
+
+    def sample(self, rng: np.random.Generator, mean, idx) -> np.ndarray:
+        """One draw per row of ``mean (m, k)`` using the factors of ``cov[idx]`` (``idx (m,)``)."""
+        L = self.chol[idx] if self.ok[idx].all() else self._eig_factor()[idx]
+        z = rng.standard_normal(mean.shape)
+        return mean + (L @ z[..., None])[..., 0]
 
 
 # ------------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ conjugate posterior (``Lambda_n`` positive definite and ``b_n >= b_0``; extract 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -105,8 +106,11 @@ def stat_pairs(p: int) -> np.ndarray:
     return np.array(pairs, dtype=np.int64)
 
 
+@functools.lru_cache(maxsize=16)
 def _g4_standard(k: int) -> np.ndarray:
-    """``E[g^{⊗4}]`` for ``g = (1, z_1..z_{k-1})``, ``z`` i.i.d. N(0, 1). Shape ``(k,)*4``."""
+    """``E[g^{⊗4}]`` for ``g = (1, z_1..z_{k-1})``, ``z`` i.i.d. N(0, 1). Shape ``(k,)*4``.
+
+    Cached (it depends on ``k`` only); the returned array is read-only."""
     G = np.zeros((k,) * 4)
     normal_moment = {0: 1.0, 1: 0.0, 2: 1.0, 3: 0.0, 4: 3.0}
     for idx in itertools.product(range(k), repeat=4):
@@ -116,6 +120,7 @@ def _g4_standard(k: int) -> np.ndarray:
                 continue
             val *= normal_moment[idx.count(j)]
         G[idx] = val
+    G.flags.writeable = False
     return G
 
 
@@ -295,8 +300,14 @@ def _schur(B, n):
 def is_psd_stat(query, s_t, n, tol: float = 1e-9) -> np.ndarray:
     """Whether each statistic vector ``s_t (C, d)`` gives a PSD ``B~`` (relative tolerance)."""
     B = _gram(query, np.atleast_2d(s_t), n)
-    w = np.linalg.eigvalsh(_schur(B, float(n)))
-    return w.min(axis=-1) >= -tol * max(float(n), 1.0)
+    M = _schur(B, float(n))
+    threshold = -tol * max(float(n), 1.0)
+    if M.shape[-1] == 2:
+        # one covariate: the smallest eigenvalue of a symmetric 2x2 matrix in closed form
+        # (the lower triangle, as eigvalsh reads it); called in every rejection round
+        a, b, c = M[:, 0, 0], M[:, 1, 0], M[:, 1, 1]
+        return 0.5 * (a + c) - np.hypot(0.5 * (a - c), b) >= threshold
+    return np.linalg.eigvalsh(M).min(axis=-1) >= threshold
 
 
 def project_stats(query, s_t, n):
@@ -827,7 +838,10 @@ def _unphi(prob, phi, chains):
 def collapsed_step(rng, prob: RegProblem, state: RegState, adapt: Adaptation, learn: bool,
                    it: int):
     """Random-walk Metropolis on ``(beta, log sigma2)`` targeting
-    :func:`collapsed_log_target` (the covariate law held fixed)."""
+    :func:`collapsed_log_target` (the covariate law held fixed).
+
+    Returns ``(beta (C, k), sigma2 (C,), accepted (C,), M4x)``; ``M4x`` is the covariate moment
+    tensor of the (unchanged) covariate law, for reuse by the rest of the iteration."""
     C = state.beta.shape[0]
     M4x = _moment_tensor(prob, state)
     phi = _phi(prob, state.beta, state.sigma2)
@@ -840,7 +854,7 @@ def collapsed_step(rng, prob: RegProblem, state: RegState, adapt: Adaptation, le
     sigma2 = np.where(acc, ps, state.sigma2)
     if learn:
         adapt.learn(it, _phi(prob, beta, sigma2), acc.astype(float))
-    return beta, sigma2, acc
+    return beta, sigma2, acc, M4x
 
 
 def initial_adaptation(prob: RegProblem, state: RegState) -> Adaptation:
@@ -868,19 +882,21 @@ def gibbs_step(rng, prob: RegProblem, state: RegState, adapt: Adaptation | None 
     omega | s, (beta, sigma2) | s (conjugate), [(m, S) | x'x (NIW)]."""
     C, d = state.s.shape
     acc = None
+    M4x = None
     if adapt is not None:
-        beta0, s20, acc = collapsed_step(rng, prob, state, adapt, learn, it)
+        beta0, s20, acc, M4x = collapsed_step(rng, prob, state, adapt, learn, it)
         state = RegState(beta0, s20, state.m, state.S, state.s, state.omega, state.projected)
-    m, V = clt(prob, state)
+    m, V = clt(prob, state, M4x=M4x)
     mean, cov = core.condition_linear_gaussian(m, V, np.eye(d), np.zeros(d), prob.z, state.omega)
     s = state.s.copy()
     done = np.zeros(C, dtype=bool)
     last = None
+    factors = core.MvnFactors(cov)          # factorised once, reused by every rejection round
     for _ in range(prob.max_tries):
         idx = np.flatnonzero(~done)
         if idx.size == 0:
             break
-        draw = core.mvn_sample(rng, mean[idx], cov[idx])
+        draw = factors.sample(rng, mean[idx], idx)
         ok = (np.all(np.abs(draw) <= prob.n, axis=-1)
               & is_psd_stat(prob.query, draw, prob.n, tol=0.0))
         s[idx[ok]] = draw[ok]

@@ -148,6 +148,10 @@ class LinearRegression(Model):
             if not self.nu0 > p - 1:
                 raise PrivpostError(f"nu0 must be > p - 1 = {p - 1}, got {nu0!r}")
             self.Psi0, _ = spd_matrix("Psi0", np.eye(p) if Psi0 is None else Psi0, p)
+            # log normalising constant of InvWishart(nu0, Psi0), used by every log_prior call
+            _, logdet_Psi = np.linalg.slogdet(self.Psi0)
+            self._iw_log_norm = (0.5 * self.nu0 * logdet_Psi - 0.5 * self.nu0 * p * math.log(2.0)
+                                 - multigammaln(0.5 * self.nu0, p))
 
         self.param_shapes = {"beta": (k,)}
         if self.sigma2 is None:
@@ -297,8 +301,7 @@ class LinearRegression(Model):
             logdet_S = 2.0 * float(np.log(np.diag(L)).sum())
             Sinv = np.linalg.inv(S)
             nu = self.nu0
-            _, logdet_Psi = np.linalg.slogdet(self.Psi0)
-            lp += (0.5 * nu * logdet_Psi - 0.5 * nu * p * math.log(2.0) - multigammaln(0.5 * nu, p)
+            lp += (self._iw_log_norm
                    - 0.5 * (nu + p + 1) * logdet_S - 0.5 * float(np.trace(self.Psi0 @ Sinv)))
             dm = np.asarray(params["m"], dtype=np.float64) - self.mu0
             lp += (-0.5 * self.kappa0 * float(dm @ Sinv @ dm) - 0.5 * logdet_S
