@@ -452,3 +452,20 @@ def test_agrees_with_damcmc_beta_binomial_n1000():
     assert g.sd("theta") == pytest.approx(d.sd("theta"), rel=0.1)
     mean, sd = _exact_beta_laplace(rel.observed[0], 1000, rel.mechanism.scale, 1.0, 1.0)
     assert abs(g.mean("theta") - mean) < 4 * _mcse(g, "theta") + 0.02 * sd
+
+
+def test_small_n_truncated_sum_note_advises_damcmc():
+    """Below SMALL_N_TRUNCATED records a truncated-sum posterior says its CLT is doubtful and
+    names the exact method; at larger n, and for untruncated sums, it does not."""
+    rng = np.random.default_rng(3)
+    q = TruncatedSum(bounds=(0.0, 1.2))
+    model = ExponentialGamma(8.0, 2.0)
+    small = pp.release(rng.exponential(0.25, 10), query=q, mechanism=Laplace(epsilon=0.5), seed=1)
+    large = pp.release(rng.exponential(0.25, gibbs_ss.SMALL_N_TRUNCATED), query=q,
+                       mechanism=Laplace(epsilon=0.5), seed=1)
+    kw = dict(draws=50, warmup=50, chains=2, seed=2)
+    assert any("prefer method='damcmc'" in nt for nt in gibbs_ss.run(model, small, **kw).notes)
+    assert not any("prefer method='damcmc'" in nt for nt in gibbs_ss.run(model, large, **kw).notes)
+    bb = pp.release(np.ones(10), query=Sum(bounds=(0, 1)), mechanism=Laplace(epsilon=0.5), seed=1)
+    assert not any("prefer method='damcmc'" in nt
+                   for nt in gibbs_ss.run(BetaBernoulli(2, 2), bb, **kw).notes)
