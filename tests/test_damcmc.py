@@ -616,6 +616,10 @@ def test_interrupt_in_process_returns_partial_posterior():
 
 def test_interrupt_with_worker_processes():
     rel = sum_release(N_, S_, Laplace(scale=1.0))
+    # a short run first, so that first-use compilation (cold cache on a fresh clone) does not
+    # fall inside the interrupt window below
+    run(BetaBernoulli(A_, B_), rel, draws=20, warmup=10, chains=2, seed=1, cores=2,
+        progress=False, fast_path=False)
     timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:

@@ -869,12 +869,16 @@ def _run_pool(model, release, opts, rngs, inits, workers, total, progress, probl
     groups = [list(range(w, n_chains, workers)) for w in range(workers)]
     interrupted = False
     results = []
+    futs = []
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
                              initargs=(shared,)) as ex:
-        futs = [ex.submit(_worker, model, release, opts, g, [rngs[c] for c in g],
-                          [inits[c] for c in g]) for g in groups]
         with _Progress(progress, total * n_chains, n_chains) as bar:
             try:
+                # submitting inside the try: a Ctrl-C that lands while the workers are being
+                # started must still raise the stop flag, or leaving the pool waits for them
+                for g in groups:
+                    futs.append(ex.submit(_worker, model, release, opts, g,
+                                          [rngs[c] for c in g], [inits[c] for c in g]))
                 pending = set(futs)
                 while pending:
                     finished, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
@@ -890,6 +894,8 @@ def _run_pool(model, release, opts, rngs, inits, workers, total, progress, probl
                 shared[n_chains] = 1
         for f in futs:
             results.extend(f.result())
+    if len(futs) < len(groups):
+        raise KeyboardInterrupt("interrupted while the worker processes were being started")
     if not interrupted and shared[n_chains]:
         interrupted = True
     return results, interrupted
