@@ -616,10 +616,9 @@ def test_interrupt_in_process_returns_partial_posterior():
 
 def test_interrupt_with_worker_processes():
     rel = sum_release(N_, S_, Laplace(scale=1.0))
-    # a short run first, so that first-use compilation (cold cache on a fresh clone) does not
-    # fall inside the interrupt window below
-    run(BetaBernoulli(A_, B_), rel, draws=20, warmup=10, chains=2, seed=1, cores=2,
-        progress=False, fast_path=False)
+    # a process started in the background by a non-interactive shell inherits SIGINT ignored
+    # (POSIX), and Python then keeps it ignored: install the Ctrl-C handler for this test
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -627,6 +626,7 @@ def test_interrupt_with_worker_processes():
                    cores=2, progress=False, fast_path=False)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     n_draws = post.draws["theta"].shape[1]
     assert 0 < n_draws < 10_000_000
     assert any("interrupted" in note for note in post.notes)
