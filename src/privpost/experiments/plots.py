@@ -33,6 +33,13 @@ def _plt():
     return plt
 
 
+def save_figure(fig, path, dpi: int = 90) -> None:
+    """Lay out ``fig``, write it to ``path`` as PNG and release it (every study figure)."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    _plt().close(fig)
+
+
 def _entries(table, entries: Sequence[str] | None) -> list[str]:
     avail = list(dict.fromkeys(table["entry"]))
     if entries is None:
@@ -94,9 +101,7 @@ def pit_ecdf_figure(table, path: Path, entries=None) -> Path:
         fig.suptitle("true parameters fixed, not drawn from the prior: the PIT need not be "
                      "uniform (the band is the calibration check of prior-drawn studies)",
                      fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -134,9 +139,7 @@ def pit_histogram_figure(table, path: Path, entries=None, bins: int = 10) -> Pat
             if j == 0:
                 ax.set_ylabel("count")
     axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -177,9 +180,7 @@ def coverage_figure(table, path: Path, entries=None) -> Path:
             if j == 0:
                 ax.set_ylabel("coverage")
     axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -218,9 +219,7 @@ def ks_figure(table, path: Path, entries=None) -> Path:
             if j == 0:
                 ax.set_ylabel("KS distance")
     axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 

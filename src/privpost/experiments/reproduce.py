@@ -36,6 +36,7 @@ import numpy as np
 from privpost.errors import PrivpostError
 from privpost.experiments.calibration import (MissingMethodError, calibrate, ks_distance,
                                               resolve_method, summarize)
+from privpost.experiments.plots import _plt, save_figure
 
 __all__ = ["reproduce", "REPRODUCTIONS", "Reproduction", "ReproductionReport",
            "binomial_sd", "LOGLINEAR_P", "LOGLINEAR_TABLE1", "REGRESSION_BETA",
@@ -124,15 +125,6 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _settings_md(ctx: _Ctx) -> str:
@@ -283,9 +275,7 @@ def _acceptance_figure(table, path: Path) -> Path:
     ax.set_ylabel("acceptance")
     ax.set_ylim(-0.02, 1.02)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
     return path
 
 
@@ -554,9 +544,7 @@ def _ks_grid_figure(results, studies, path: Path) -> Path:
             if j == 0:
                 ax.set_ylabel("KS distance")
         axes[0, j].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -588,9 +576,7 @@ def _ecdf_figure(results, studies, cell, path: Path) -> Path:
         ax.set_xlabel("PIT u")
         ax.legend(fontsize=7)
     axes[0, 0].set_ylabel("ECDF")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -736,9 +722,7 @@ def _reg_figure(t, path: Path, crit: float) -> Path:
         axes[0, j].set_ylim(0, 1)
         axes[1, j].set_ylim(0, 1.02)
     axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
 
@@ -827,9 +811,7 @@ def _foulds_figure(err, path: Path) -> Path:
     ax.set_xlabel("N")
     ax.set_ylabel("mean |θ̃ − p|")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
     return path
 
 
