@@ -341,3 +341,18 @@ def convert(privacy: Privacy, to: str = "approx", delta: float | None = None) ->
     if to == "pure" and privacy.delta == 0:
         return Privacy.pure(privacy.epsilon, nb)
     raise PrivpostError(f"(ε, δ)-DP with δ > 0 cannot be converted to {to}")
+
+
+# ---------------------------------------------------------------------------------------------
+# k adaptive Gaussian mechanisms (penalty MCMC): paper's route and exact GDP (seed 001)
+# ---------------------------------------------------------------------------------------------
+from privpost._gaussian_composition import (  # noqa: E402,F401
+    ACCOUNTANTS, advanced_composition, advanced_composition_paper, calibrate_gaussian_sigma,
+    gaussian_composition_epsilon, gaussian_dp_delta, gaussian_dp_epsilon, gaussian_dp_mu,
+    gaussian_mechanism_epsilon, max_gaussian_compositions, theorem1_eq3, theorem1_eq3_corrected,
+    theorem1_exact)
+
+__all__ += ["advanced_composition", "advanced_composition_paper", "calibrate_gaussian_sigma",
+            "gaussian_composition_epsilon", "gaussian_dp_delta", "gaussian_dp_epsilon",
+            "gaussian_dp_mu", "gaussian_mechanism_epsilon", "max_gaussian_compositions",
+            "theorem1_eq3", "theorem1_eq3_corrected", "theorem1_exact"]
