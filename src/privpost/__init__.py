@@ -33,6 +33,7 @@ _ATTRS = {
     "infer": ("privpost.inference", "infer"),
     "Posterior": ("privpost.posterior", "Posterior"),
     "ops_release": ("privpost.inference.ops", "ops_release"),
+    "penalty_mcmc": ("privpost.inference.penalty", "penalty_mcmc"),
     "calibrate": ("privpost.experiments.calibration", "calibrate"),
 }
 

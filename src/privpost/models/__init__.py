@@ -31,6 +31,8 @@ from privpost.models.linear_regression import LinearRegression
 from privpost.models.naive_bayes import NaiveBayesLogLinear
 from privpost.models.normal import NormalInverseGamma, NormalKnownVariance
 from privpost.models.poisson import PoissonGamma
+from privpost.models.penalty_models import (BernoulliLogit, LogisticRegressionBounded,
+                                            NormalMeanBounded, PenaltyModel)
 
 __all__ = [
     "MODELS",
@@ -48,4 +50,8 @@ __all__ = [
     "NaiveBayesLogLinear",
     "LinearRegression",
     "Dirichlet",
+    "PenaltyModel",
+    "BernoulliLogit",
+    "NormalMeanBounded",
+    "LogisticRegressionBounded",
 ]
