@@ -327,3 +327,30 @@ def test_hostile_inputs(kw, match):
         pp.penalty_mcmc(np.array([0.5, 1.0]), BernoulliLogit(), epsilon=1, delta=1e-6)
     with pytest.raises(PrivpostError):
         penalty_model(pp.models.PoissonGamma())
+
+
+# --------------------------------------------------------------------------- CLI
+
+def test_cli_penalty(tmp_path):
+    from typer.testing import CliRunner
+
+    from privpost.cli import app
+
+    r = np.random.default_rng(0)
+    csv = tmp_path / "d.csv"
+    csv.write_text("y,g\n" + "\n".join(f"{int(v)},{int(g)}" for v, g in
+                                       zip(r.random(300) < 0.3, r.integers(0, 2, 300))))
+    out = tmp_path / "t.json"
+    res = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(out), "--model",
+                                   "beta-bernoulli:a=1,b=1", "--column", "y", "--epsilon", "2",
+                                   "--delta", "1e-6", "--seed", "1", "--owner-column", "g",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output[res.output.index("{"):])
+    assert doc["privacy"]["epsilon"] <= 2 and doc["iterations"] > 10
+    rel = P.PenaltyRelease.load(out)
+    assert len(rel.owner_sizes) == 2 and rel.n == 300
+    bad = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(out), "--model",
+                                   "poisson-gamma", "--column", "y", "--epsilon", "2",
+                                   "--delta", "1e-6"])
+    assert bad.exit_code == 1 and "no proved sensitivity" in bad.output
