@@ -32,16 +32,16 @@ below the exact value (it *is* the exact value for non-adaptive compositions wit
 pair). ``tests/test_penalty_accounting.py`` cross-checks it against ``dp_accounting``'s PLD
 accountant.
 
-Numerics: ε(μ, δ) and μ(ε, δ) are found by bisection (at most 200 halvings) and the end that is
-conservative is returned (ε rounded up, μ rounded down); the largest k is found by integer
-bisection with at most ~80 steps, every candidate verified by the forward formula.
+Numerics: the tight accountant reuses the certified analytic-Gaussian routines of
+:mod:`privpost.mechanisms` (k compositions with sensitivity Δ are one Gaussian mechanism with
+sensitivity √k Δ): root finding, then ε or σ is increased until a certified upper bound on δ is
+≤ δ. The advanced σ is found by bisection (≤ 200 halvings, conservative end); the largest k by
+integer bisection (≤ ~80 steps), every candidate verified by the forward formula.
 """
 
 from __future__ import annotations
 
 import math
-
-from scipy.special import log_ndtr, ndtr
 
 from privpost.errors import PrivpostError
 
@@ -95,62 +95,38 @@ def _accountant(name) -> str:
 # ---------------------------------------------------------------------------- tight (GDP)
 
 def gaussian_dp_delta(epsilon: float, mu: float) -> float:
-    """Exact δ(ε) of μ-GDP: ``Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2)`` (Balle & Wang 2018, Thm 8).
+    """Exact δ(ε) of μ-GDP: ``Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2)`` (Balle & Wang 2018, Thm 8):
+    :func:`privpost.mechanisms.analytic_gaussian_delta` with σ = 1 and sensitivity μ."""
+    from privpost.mechanisms import analytic_gaussian_delta
 
-    The second term is evaluated as ``exp(ε + log Φ(.))`` (no overflow for large ε).
-    """
     eps = _pos(epsilon, "epsilon", allow_zero=True)
     mu = _pos(mu, "mu", allow_zero=True)
     if mu == 0:
         return 0.0
-    a = -eps / mu + mu / 2
-    b = -eps / mu - mu / 2
-    out = float(ndtr(a)) - math.exp(eps + float(log_ndtr(b)))
-    return max(out, 0.0)
+    return max(analytic_gaussian_delta(eps, 1.0, mu), 0.0)
 
 
 def gaussian_dp_epsilon(mu: float, delta: float) -> float:
-    """Smallest ε (rounded up) with ``δ(ε) <= delta`` for μ-GDP (bisection, ≤ 200 steps)."""
+    """Smallest ε with ``δ(ε) <= delta`` for μ-GDP, certified against rounding
+    (:func:`privpost.mechanisms.analytic_gaussian_epsilon` with σ = 1, sensitivity μ)."""
+    from privpost.mechanisms import analytic_gaussian_epsilon
+
     mu = _pos(mu, "mu", allow_zero=True)
     delta = _delta(delta)
-    if gaussian_dp_delta(0.0, mu) <= delta:
+    if mu == 0:
         return 0.0
-    lo, hi = 0.0, max(1.0, mu * mu)
-    for _ in range(200):
-        if gaussian_dp_delta(hi, mu) <= delta:
-            break
-        lo, hi = hi, 2 * hi
-    else:  # pragma: no cover - δ(ε) -> 0 as ε -> inf
-        raise PrivpostError("gaussian_dp_epsilon: no finite epsilon found")
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if gaussian_dp_delta(mid, mu) <= delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return analytic_gaussian_epsilon(1.0, delta, mu)
 
 
 def gaussian_dp_mu(epsilon: float, delta: float) -> float:
-    """Largest μ (rounded down) such that μ-GDP implies (ε, δ)-DP (bisection, ≤ 200 steps)."""
+    """Largest μ (rounded down) such that μ-GDP implies (ε, δ)-DP: ``1 / σ*`` with σ* the
+    certified analytic-Gaussian σ for sensitivity 1 (:func:`privpost.mechanisms.
+    analytic_gaussian_sigma`)."""
+    from privpost.mechanisms import analytic_gaussian_sigma
+
     eps = _pos(epsilon, "epsilon")
     delta = _delta(delta)
-    lo, hi = 0.0, 1.0
-    for _ in range(200):
-        if gaussian_dp_delta(eps, hi) > delta:
-            break
-        lo, hi = hi, 2 * hi
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if mid in (lo, hi):
-            break
-        if gaussian_dp_delta(eps, mid) <= delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return math.nextafter(1.0 / analytic_gaussian_sigma(eps, delta, 1.0), 0.0)
 
 
 # ---------------------------------------------------------------------------- paper's route
@@ -224,7 +200,8 @@ def gaussian_composition_epsilon(sigma: float, sensitivity: float, k: int, delta
     k = _k(k)
     delta = _delta(delta)
     if _accountant(accountant) == "tight":
-        return gaussian_dp_epsilon(math.sqrt(k) * d / s, delta)
+        from privpost.mechanisms import analytic_gaussian_epsilon
+        return analytic_gaussian_epsilon(s, delta, math.sqrt(k) * d)
     return _advanced_eps(s, d, k, delta)
 
 
@@ -241,13 +218,9 @@ def calibrate_gaussian_sigma(epsilon: float, delta: float, k: int, sensitivity: 
     k = _k(k)
     d = _pos(sensitivity, "sensitivity")
     if _accountant(accountant) == "tight":
-        mu = gaussian_dp_mu(eps, delta)
-        sigma = math.sqrt(k) * d / mu
-        for _ in range(100):
-            if gaussian_dp_delta(eps, math.sqrt(k) * d / sigma) <= delta:
-                return sigma
-            sigma = math.nextafter(sigma * (1 + 1e-12), math.inf)
-        raise PrivpostError("calibrate_gaussian_sigma: could not certify sigma")  # pragma: no cover
+        from privpost.mechanisms import analytic_gaussian_sigma
+        # k compositions of N(0, σ²) with sensitivity Δ = one Gaussian with sensitivity √k Δ
+        return analytic_gaussian_sigma(eps, delta, math.sqrt(k) * d)
     lo, hi = 0.0, d
     for _ in range(400):
         if _advanced_eps(hi, d, k, delta) <= eps:
