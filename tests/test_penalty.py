@@ -354,3 +354,29 @@ def test_cli_penalty(tmp_path):
                                    "poisson-gamma", "--column", "y", "--epsilon", "2",
                                    "--delta", "1e-6"])
     assert bad.exit_code == 1 and "no proved sensitivity" in bad.output
+
+
+# --------------------------------------------------------------------------- reproduction
+
+def test_reproduction_registered():
+    from privpost.experiments.reproduce import REPRODUCTIONS
+    rep = REPRODUCTIONS["yildirim2016-penalty"]
+    assert set(rep.sizes) == {"quick", "full"}
+    assert rep.sizes["quick"]["epsilon"] == (0.1, 1.0, 10.0)
+
+
+@pytest.mark.slow
+def test_reproduction_tiny(tmp_path):
+    from privpost.experiments.penalty_study import SIZES
+    from privpost.experiments.reproduce import REPRODUCTIONS, reproduce
+    rep = REPRODUCTIONS["yildirim2016-penalty"]
+    tiny = dict(SIZES["quick"], n=(100,), epsilon=(10.0,), replicates=1, max_iterations=2000,
+                damcmc={"draws": 200, "warmup": 100, "chains": 1})
+    REPRODUCTIONS["yildirim2016-penalty-tiny"] = type(rep)(
+        "yildirim2016-penalty-tiny", rep.title, rep.source, rep.methods,
+        {"quick": tiny, "full": tiny}, rep.runner, rep.default_seed)
+    try:
+        out = reproduce("yildirim2016-penalty-tiny", outdir=tmp_path, progress=False)
+    finally:
+        del REPRODUCTIONS["yildirim2016-penalty-tiny"]
+    assert "Theorem 1" in out.markdown and "penalty-expfam" in out.markdown

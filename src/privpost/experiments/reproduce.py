@@ -920,3 +920,13 @@ def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *
     report.report_path.write_text(text)
     report.markdown = text
     return report
+
+
+# ============================================================================ seed 001 (penalty MCMC)
+from privpost.experiments.penalty_study import SIZES as _PENALTY_SIZES  # noqa: E402
+from privpost.experiments.penalty_study import yildirim2016_penalty  # noqa: E402
+
+REPRODUCTIONS["yildirim2016-penalty"] = Reproduction(
+    "yildirim2016-penalty", "Yıldırım 2016 penalty MCMC: accuracy, ESS and accounting at fixed "
+    "(ε, δ) (Beta-Bernoulli, logistic regression)", "seed 001", ("damcmc",), _PENALTY_SIZES,
+    yildirim2016_penalty, 2016)
