@@ -14,8 +14,9 @@ import privpost as pp
 from privpost.accounting import gaussian_dp_epsilon
 from privpost.errors import PrivpostError, ReleaseError
 from privpost.inference import penalty as P
-from privpost.models.penalty_models import (BernoulliLogit, LogisticRegressionBounded,
-                                            NormalMeanBounded, penalty_model)
+from privpost.models.penalty_models import (BernoulliLogit, ExponentialLog,
+                                            LogisticRegressionBounded, NormalMeanBounded,
+                                            PoissonLog, penalty_model)
 
 # --------------------------------------------------------------------------- closed forms
 
@@ -117,6 +118,21 @@ def test_sensitivity_logistic_bruteforce():
     assert got > 0.5 * m.ratio_sensitivity(h) * 1.01 or got > (1 + 2 * 1.5) * h
 
 
+def test_sensitivity_poisson_bruteforce():
+    m = PoissonLog(2, 1, upper=6)
+    h = 0.04
+    recs = m.validate_records(np.arange(0, 10))                 # clamped to {0..6}
+    centres = [np.array([c]) for c in np.linspace(-4, 4, 17)]
+    got = _max_double_difference(m, recs, h, centres)
+    assert got <= m.ratio_sensitivity(h) * (1 + 1e-9)
+    assert got >= 0.999 * m.ratio_sensitivity(h)
+    # the exponential model has no ratio bound (general variant needs clip=)
+    e = ExponentialLog(1, 1, upper=5)
+    assert math.isinf(e.ratio_sensitivity(h))
+    far = _max_double_difference(e, np.array([0.0, 5.0]), h, [np.array([8.0])])
+    assert far > 100 * h * 5                                      # grows with e^u
+
+
 # --------------------------------------------------------------------------- exactness
 
 X20 = np.array([1.0] * 6 + [0.0] * 14)
@@ -147,6 +163,32 @@ def test_chain_targets_nonprivate_posterior_and_wrong_penalty_fails(variant, own
                                variant=variant, penalty="std")
         z1, z2 = _z_scores(st[500:, 0], mean, var)
         assert max(abs(z1), abs(z2)) > 4, (z1, z2)       # sigma/2 instead of sigma^2/2
+
+
+@pytest.mark.parametrize("model", [PoissonLog(2, 1, upper=8), ExponentialLog(2, 1, upper=4)])
+def test_expfam_gamma_rate_models_target_nonprivate_posterior(model):
+    rng = np.random.default_rng(8)
+    x = (rng.poisson(2.0, 15).astype(float) if isinstance(model, PoissonLog)
+         else rng.exponential(0.5, 15))
+    mean, var = model.posterior_log_moments(x)
+    h = 0.6
+    st, _, _ = P.run_chain(model, x, h=h, sigma=1.0, k=20_000, seed=5, variant="expfam")
+    z1, z2 = _z_scores(st[500:, 0], mean, var)
+    assert abs(z1) < 4 and abs(z2) < 4, (z1, z2)
+    # wrong variant: reusing ONE noisy statistic for the whole chain (Foulds-style) is biased
+    phi, log_g, stat, _ = model.expfam()
+    x = model.validate_records(x)
+    S_hat = stat(x).sum(0) + 3.0             # one noise draw of +1 sd (sd 3), then reused
+    u, out, r2 = model.initial(), [], np.random.default_rng(2)
+    for _ in range(20_000):
+        prop = u + r2.uniform(-h, h, 1)
+        a = (model.log_prior(prop) - model.log_prior(u) + x.size * (log_g(prop) - log_g(u))
+             + float((phi(prop) - phi(u)) @ S_hat))
+        if math.log(r2.random()) < a:
+            u = prop
+        out.append(u[0])
+    z1, z2 = _z_scores(np.array(out[500:]), mean, var)
+    assert max(abs(z1), abs(z2)) > 4, (z1, z2)
 
 
 def test_penalty_acceptance_not_above_mh():
@@ -325,8 +367,10 @@ def test_hostile_inputs(kw, match):
         pp.penalty_mcmc(x, BernoulliLogit(), **args)
     with pytest.raises(PrivpostError, match="0 or 1"):
         pp.penalty_mcmc(np.array([0.5, 1.0]), BernoulliLogit(), epsilon=1, delta=1e-6)
-    with pytest.raises(PrivpostError):
+    with pytest.raises(PrivpostError, match="bounds"):
         penalty_model(pp.models.PoissonGamma())
+    with pytest.raises(PrivpostError, match="no proved sensitivity"):
+        penalty_model(pp.models.NormalInverseGamma())
 
 
 # --------------------------------------------------------------------------- CLI
@@ -351,7 +395,7 @@ def test_cli_penalty(tmp_path):
     rel = P.PenaltyRelease.load(out)
     assert len(rel.owner_sizes) == 2 and rel.n == 300
     bad = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(out), "--model",
-                                   "poisson-gamma", "--column", "y", "--epsilon", "2",
+                                   "normal-inverse-gamma", "--column", "y", "--epsilon", "2",
                                    "--delta", "1e-6"])
     assert bad.exit_code == 1 and "no proved sensitivity" in bad.output
 

@@ -44,7 +44,9 @@ per unit of privacy) and k is the largest the accountant allows
 (:func:`~privpost.accounting.max_gaussian_compositions`), capped at ``max_iterations``.
 
 Floating point: the noise is NumPy's (PCG64) Gaussian, not hardened against floating-point
-side channels (Mironov 2012) -- a stated limitation, as for OPS.
+side channels (Mironov 2012), and the sensitivity is proved for exact arithmetic (the computed
+sum of n per-record ratios carries a rounding error of order n·1e-16·max|ℓ|) -- stated
+limitations, as for OPS. Proposals stay inside the box after rounding (see ``_INNER``).
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ __all__ = ["penalty_mcmc", "PenaltyResult", "PenaltyRelease", "penalty_acceptanc
 SCHEMA = "privpost.penalty-release/1"
 VARIANTS = ("general", "expfam")
 DEFAULT_NOISE_SD = 2.4
+#: proposals are drawn in a box of half-width h (1 - 1e-9), so that the float difference
+#: |θ' - θ| stays <= h after rounding (|θ| < 1e6 h); the transcript check allows h (1 + 1e-9)
+_INNER = 1.0 - 1e-9
+#: bound on the transcript's size (numbers stored), so no call allocates without limit
+MAX_TRANSCRIPT_VALUES = 50_000_000
 
 
 # ------------------------------------------------------------------------------ closed forms
@@ -128,6 +135,7 @@ def _release_step(r, u, prop, sigma, rng, owner_idx, N, clip=None):
 def _alg1(model, x, u0, h, sigma, k, rng, clip, lp_sign=1.0):
     """Algorithm 1 exactly as the paper's pseudo-code (one owner, constant σ²)."""
     d = u0.size
+    hb = h * _INNER
     states = np.empty((k + 1, d))
     props = np.empty((k, d))
     released = np.empty((k, 1))
@@ -135,7 +143,7 @@ def _alg1(model, x, u0, h, sigma, k, rng, clip, lp_sign=1.0):
     states[0] = u
     ll = model.loglik(u, x)
     for t in range(k):
-        prop = u + rng.uniform(-h, h, d)
+        prop = u + rng.uniform(-hb, hb, d)
         llp = model.loglik(prop, x)
         r = llp - ll
         if clip is not None:
@@ -156,6 +164,7 @@ def _alg2(model, x, u0, h, sigma, k, rng, clip, owner_idx, N, penalty="variance"
     """Algorithm 2 (N owners; penalty ``N σ²/2``). ``penalty="std"`` is the WRONG penalty
     ``N σ/2`` (tests only: it must fail the exactness test)."""
     d = u0.size
+    hb = h * _INNER
     states = np.empty((k + 1, d))
     props = np.empty((k, d))
     released = np.empty((k, N))
@@ -165,7 +174,7 @@ def _alg2(model, x, u0, h, sigma, k, rng, clip, owner_idx, N, penalty="variance"
     lp = model.log_prior(u)
     pen = N * sigma ** 2 / 2 if penalty == "variance" else N * sigma / 2
     for t in range(k):
-        prop = u + rng.uniform(-h, h, d)
+        prop = u + rng.uniform(-hb, hb, d)
         llp = model.loglik(prop, x)
         dhat = _release_step(llp - ll, u, prop, sigma, rng, owner_idx, N, clip)
         lpp = model.log_prior(prop)
@@ -189,6 +198,7 @@ def _alg3(model, x, u0, h, xi_sd, k, rng, owner_idx, N, progress=None):
     np.add.at(S, owner_idx, s_all)
     n = x.shape[0]
     d = u0.size
+    hb = h * _INNER
     states = np.empty((k + 1, d))
     props = np.empty((k, d))
     released = np.empty((k, N * dphi_dim))
@@ -196,7 +206,7 @@ def _alg3(model, x, u0, h, xi_sd, k, rng, owner_idx, N, progress=None):
     states[0] = u
     lp, lg, ph = model.log_prior(u), log_g(u), phi(u)
     for t in range(k):
-        prop = u + rng.uniform(-h, h, d)
+        prop = u + rng.uniform(-hb, hb, d)
         S_hat = S + xi_sd * rng.standard_normal((N, dphi_dim))
         php, lgp = phi(prop), log_g(prop)
         dphi = php - ph
@@ -598,6 +608,12 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
         if k > max_iterations:
             k = int(max_iterations)
             sigma = calibrate_gaussian_sigma(eps, dlt, k, sens, accountant)
+    per_iter = 2 * pm.dim + (N * len(pm.expfam()[2](np.zeros(1))[0]) if variant == "expfam"
+                             else N)
+    if k * per_iter > MAX_TRANSCRIPT_VALUES:
+        raise PrivpostError(
+            f"{k} iterations with {N} owner(s) would store {k * per_iter:,} numbers (limit "
+            f"{MAX_TRANSCRIPT_VALUES:,}): pass a smaller max_iterations= or iterations=")
     allowed = {acc: max_gaussian_compositions(sigma, sens, eps, dlt, acc)
                for acc in ("tight", "advanced")}
     u0 = pm.initial() if theta0 is None else np.asarray(theta0, dtype=float).reshape(-1)

@@ -31,8 +31,9 @@ from privpost.models.linear_regression import LinearRegression
 from privpost.models.naive_bayes import NaiveBayesLogLinear
 from privpost.models.normal import NormalInverseGamma, NormalKnownVariance
 from privpost.models.poisson import PoissonGamma
-from privpost.models.penalty_models import (BernoulliLogit, LogisticRegressionBounded,
-                                            NormalMeanBounded, PenaltyModel)
+from privpost.models.penalty_models import (BernoulliLogit, ExponentialLog,
+                                            LogisticRegressionBounded, NormalMeanBounded,
+                                            PenaltyModel, PoissonLog)
 
 __all__ = [
     "MODELS",
@@ -54,4 +55,6 @@ __all__ = [
     "BernoulliLogit",
     "NormalMeanBounded",
     "LogisticRegressionBounded",
+    "PoissonLog",
+    "ExponentialLog",
 ]

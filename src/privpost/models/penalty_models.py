@@ -36,7 +36,7 @@ from privpost.errors import DataError, PrivpostError
 from privpost.models.base import finite_float, positive_float, positive_int, records_1d
 
 __all__ = ["PenaltyModel", "BernoulliLogit", "NormalMeanBounded", "LogisticRegressionBounded",
-           "penalty_model", "PENALTY_MODELS"]
+           "PoissonLog", "ExponentialLog", "penalty_model", "PENALTY_MODELS"]
 
 
 class PenaltyModel:
@@ -264,17 +264,120 @@ class LogisticRegressionBounded(PenaltyModel):
         return r
 
 
+class _GammaRateLog(PenaltyModel):
+    """Shared part of the Gamma-prior rate models on ``u = log(lam)``: prior
+    ``lam ~ Gamma(shape, rate)`` gives ``log p(u) = shape u - rate e^u + shape log(rate) -
+    lgamma(shape)`` (the Jacobian ``e^u`` included); records clamped to ``[0, upper]``."""
+
+    param_name = "lam"
+    dim = 1
+
+    def __init__(self, shape: float = 1.0, rate: float = 1.0, upper: float = 10.0):
+        from scipy.special import gammaln
+        self.shape = positive_float("shape", shape)
+        self.rate = positive_float("rate", rate)
+        self.upper = positive_float("upper", upper)
+        self._c = self.shape * math.log(self.rate) - float(gammaln(self.shape))
+
+    def hyperparameters(self):
+        return {"shape": self.shape, "rate": self.rate, "upper": self.upper}
+
+    def log_prior(self, u):
+        return float(self.shape * u[0] - self.rate * math.exp(u[0])) + self._c
+
+    def to_params(self, u):
+        return {"lam": np.float64(math.exp(u[0]))}
+
+    def param_draws(self, u):
+        return {"lam": np.exp(u[..., 0])}
+
+    def initial(self):
+        return np.array([math.log(self.shape / self.rate)])
+
+    def posterior_log_moments(self, records):
+        """Exact mean and variance of ``log(lam)`` under the non-private Gamma(A, B) posterior:
+        ``psi(A) - log B`` and ``psi1(A)``."""
+        from scipy.special import polygamma, psi
+        A, B = self._posterior(self.validate_records(records))
+        return float(psi(A) - math.log(B)), float(polygamma(1, A))
+
+
+class PoissonLog(_GammaRateLog):
+    """Poisson counts (clamped to ``{0..upper}``), ``lam ~ Gamma(shape, rate)``, on
+    ``u = log(lam)``.
+
+    ``ℓ(y, u) = y u - e^u - log y!``; replacing ``y`` by ``y*`` changes the ratio
+    ``ℓ(y, u') - ℓ(y, u)`` by ``(u' - u)(y - y*)``, so ``Δ(h) = upper h`` for every ``u``
+    (``M`` is unbounded because of ``e^u``). Exponential family: ``phi(u) = u``,
+    ``log g(u) = -e^u``, ``S(y) = y``, sensitivity ``upper``.
+    """
+
+    name = "poisson-log"
+
+    def model_sensitivity(self, h):
+        return self.upper * h
+
+    def loglik(self, u, x):
+        from scipy.special import gammaln
+        return x * u[0] - math.exp(u[0]) - gammaln(x + 1.0)
+
+    def expfam(self):
+        return (lambda u: np.array([u[0]]), lambda u: -math.exp(u[0]),
+                lambda x: x[:, None], self.upper)
+
+    def _posterior(self, x):
+        return self.shape + float(x.sum()), self.rate + x.shape[0]
+
+    def validate_records(self, records):
+        x = records_1d(self.name, records)
+        if np.any(x < 0) or np.any(x != np.round(x)):
+            raise DataError(f"model {self.name!r}: records must be non-negative integers")
+        return np.minimum(x, math.floor(self.upper))
+
+
+class ExponentialLog(_GammaRateLog):
+    """Exponential durations with rate ``lam`` (records clamped to ``[0, upper]``),
+    ``lam ~ Gamma(shape, rate)``, on ``u = log(lam)``. **Exponential-family variant only.**
+
+    ``ℓ(y, u) = u - e^u y``: the ratio changes by ``(e^{u'} - e^u)(y - y*)`` when ``y`` is
+    replaced, which is unbounded in ``u``, so the general variant needs ``clip=``. Algorithm 3
+    releases ``S_n = Σ y_i`` with sensitivity ``upper`` and needs no ratio bound:
+    ``phi(u) = -e^u``, ``log g(u) = u``, ``S(y) = y``.
+    """
+
+    name = "exponential-log"
+
+    def loglik(self, u, x):
+        return u[0] - math.exp(u[0]) * x
+
+    def expfam(self):
+        return (lambda u: np.array([-math.exp(u[0])]), lambda u: float(u[0]),
+                lambda x: x[:, None], self.upper)
+
+    def _posterior(self, x):
+        return self.shape + x.shape[0], self.rate + float(x.sum())
+
+    def validate_records(self, records):
+        x = records_1d(self.name, records)
+        if np.any(x < 0):
+            raise DataError(f"model {self.name!r}: records must be >= 0")
+        return np.minimum(x, self.upper)
+
+
 PENALTY_MODELS = {c.name: c for c in (BernoulliLogit, NormalMeanBounded,
-                                      LogisticRegressionBounded)}
+                                      LogisticRegressionBounded, PoissonLog, ExponentialLog)}
 
 
 def penalty_model(model, *, bounds=None) -> PenaltyModel:
     """A :class:`PenaltyModel` for ``model``: a PenaltyModel is returned as is; a
     :class:`~privpost.models.BetaBernoulli` becomes :class:`BernoulliLogit`, a
-    :class:`~privpost.models.NormalKnownVariance` becomes :class:`NormalMeanBounded` (needs the
-    public data ``bounds``); a spec string ``"name:key=value,..."`` names one of
+    :class:`~privpost.models.NormalKnownVariance` becomes :class:`NormalMeanBounded`,
+    :class:`~privpost.models.PoissonGamma` :class:`PoissonLog` and
+    :class:`~privpost.models.ExponentialGamma` :class:`ExponentialLog` (these need the public
+    data ``bounds``); a spec string ``"name:key=value,..."`` names one of
     :data:`PENALTY_MODELS` or a privpost model."""
-    from privpost.models import BetaBernoulli, NormalKnownVariance, model_from_spec
+    from privpost.models import (BetaBernoulli, ExponentialGamma, NormalKnownVariance,
+                                 PoissonGamma, model_from_spec)
 
     if isinstance(model, PenaltyModel):
         return model
@@ -296,10 +399,16 @@ def penalty_model(model, *, bounds=None) -> PenaltyModel:
         model = model_from_spec(model)
     if isinstance(model, BetaBernoulli):
         return BernoulliLogit(model.a, model.b)
+    if isinstance(model, (PoissonGamma, ExponentialGamma)):
+        if bounds is None:
+            raise PrivpostError(f"penalty MCMC for {model.name} needs the public data bounds: "
+                                "pass bounds=(0, upper) (command line: --bounds 0,UPPER)")
+        cls = PoissonLog if isinstance(model, PoissonGamma) else ExponentialLog
+        return cls(model.shape, model.rate, float(bounds[1]))
     if isinstance(model, NormalKnownVariance):
         if bounds is None:
             raise PrivpostError("penalty MCMC for normal-known-variance needs the public data "
-                                "bounds: pass bounds=(lo, hi)")
+                                "bounds: pass bounds=(lo, hi) (command line: --bounds LO,HI)")
         return NormalMeanBounded(model.mu0, model.tau0, model.sigma, bounds)
     raise PrivpostError(
         f"penalty MCMC has no proved sensitivity for {type(model).__name__}; use one of "
