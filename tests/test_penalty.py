@@ -357,7 +357,10 @@ def test_clipping_variant_and_unbounded_model():
     (dict(epsilon=-1), "epsilon"), (dict(delta=2), "delta"), (dict(iterations=0), "iterations"),
     (dict(variant="x"), "variant"), (dict(accountant="rdp"), "accountant"),
     (dict(owners=500), "owners"), (dict(step=float("inf")), "step"),
-    (dict(epsilon=1e-4, delta=1e-10), "allows"),
+    (dict(epsilon=1e-4, delta=1e-10), "allows"), (dict(epsilon="1"), "epsilon"),
+    (dict(noise_sd=-1, iterations=5), "noise_sd"), (dict(seed=-3), "seed"),
+    (dict(theta0=[1, 2]), "theta0"), (dict(owners=np.zeros(3)), "owners"),
+    (dict(iterations=20, warmup=20), "warmup"),
 ])
 def test_hostile_inputs(kw, match):
     x = np.array([0.0, 1.0] * 20)

@@ -514,7 +514,7 @@ class PenaltyResult:
 def _float_opt(name, value, *, allow_none=False):
     if value is None and allow_none:
         return None
-    if isinstance(value, bool):
+    if isinstance(value, (bool, str, bytes)):
         raise PrivpostError(f"{name} must be a finite number > 0, got {value!r}")
     try:
         v = float(value)
@@ -580,6 +580,13 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
     if isinstance(max_iterations, bool) or not isinstance(max_iterations, (int, np.integer)) \
             or max_iterations < 1:
         raise PrivpostError(f"max_iterations must be an integer >= 1, got {max_iterations!r}")
+    if noise_sd is not None:
+        noise_sd = _float_opt("noise_sd", noise_sd)
+    try:
+        rng = as_generator(seed)
+    except (TypeError, ValueError) as exc:
+        raise PrivpostError(f"seed: {exc} (use None for a real run, an int >= 0 to reproduce)") \
+            from None
     idx, sizes = _owner_index(owners, n)
     N = len(sizes)
     h = step * n ** (-alpha)
@@ -598,7 +605,7 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
         k = int(iterations)
         sigma = calibrate_gaussian_sigma(eps, dlt, k, sens, accountant)
     else:
-        total_sd = DEFAULT_NOISE_SD if noise_sd is None else _float_opt("noise_sd", noise_sd)
+        total_sd = DEFAULT_NOISE_SD if noise_sd is None else noise_sd
         sigma = total_sd / to_sd
         k = max_gaussian_compositions(sigma, sens, eps, dlt, accountant)
         if k < 2:
@@ -608,6 +615,10 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
         if k > max_iterations:
             k = int(max_iterations)
             sigma = calibrate_gaussian_sigma(eps, dlt, k, sens, accountant)
+    if warmup is not None and (isinstance(warmup, bool) or not isinstance(
+            warmup, (int, np.integer)) or not 0 <= warmup < k):
+        raise PrivpostError(f"warmup must be an integer in 0..{k - 1} (the budget allows {k} "
+                            f"iterations), got {warmup!r}")
     per_iter = 2 * pm.dim + (N * len(pm.expfam()[2](np.zeros(1))[0]) if variant == "expfam"
                              else N)
     if k * per_iter > MAX_TRANSCRIPT_VALUES:
@@ -619,7 +630,6 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
     u0 = pm.initial() if theta0 is None else np.asarray(theta0, dtype=float).reshape(-1)
     if u0.shape != (pm.dim,) or not np.all(np.isfinite(u0)):
         raise PrivpostError(f"theta0 must be {pm.dim} finite numbers (unconstrained scale)")
-    rng = as_generator(seed)
     prog = Progress(k, progress, "penalty-mcmc")
     if variant == "expfam":
         states, props, released = _alg3(pm, x, u0, h, sigma, k, rng, idx, N, prog)
