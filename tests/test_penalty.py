@@ -427,3 +427,22 @@ def test_reproduction_tiny(tmp_path):
     finally:
         del REPRODUCTIONS["yildirim2016-penalty-tiny"]
     assert "Theorem 1" in out.markdown and "penalty-expfam" in out.markdown
+
+
+def test_tutorial_code_runs(tmp_path, monkeypatch):
+    """The Python blocks of docs/penalty_mcmc.md run and print what the page says."""
+    from pathlib import Path
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "penalty_mcmc.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 2
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(blocks[0], ns)
+        exec(blocks[1], ns)
+    assert ns["res"].iterations_allowed == {"tight": 322, "advanced": 5}
+    assert round(ns["res"].privacy.epsilon, 4) == 0.9988
+    assert (tmp_path / "chain.json").exists()
