@@ -218,8 +218,8 @@ def test_one_owner_equals_algorithm_1():
         r1 = pp.penalty_mcmc(x, m, epsilon=5, delta=1e-5, iterations=300, owners=1, seed=4)
         r0 = pp.penalty_mcmc(x, m, epsilon=5, delta=1e-5, iterations=300, seed=4)
     np.testing.assert_array_equal(r0.release.states, r1.release.states)
-    # wrong variant: a per-owner penalty sigma^2/2 (not N sigma^2/2) changes the chain
-    c = P._alg1(m, x, u0, 0.3, 1.7, 300, np.random.default_rng(9), None, lp_sign=0.5)
+    # wrong variant: half the penalty changes the chain (the equality above is not vacuous)
+    c = P._alg1(m, x, u0, 0.3, 1.7, 300, np.random.default_rng(9), None, penalty_factor=0.5)
     assert not np.array_equal(a[0], c[0])
 
 

@@ -7,8 +7,9 @@ default noise (total log-ratio sd 2.4) with the number of iterations the tight a
 (capped at ``max_iterations``, σ then recalibrated), and compared with the non-private
 posterior: absolute error of the posterior mean, mean absolute error of the 90% interval's end
 points, bulk ESS, acceptance, and the iterations each accountant allows. Beta-Bernoulli has
-two more rows: Algorithm 3 (``expfam``) and a Gaussian release of the count at the same (ε, δ)
-analysed by ``damcmc`` (the analytic Gaussian mechanism, Balle & Wang). A Theorem-1 table
+three more rows: Algorithm 3 (``expfam``), a Gaussian release of the count at the same (ε, δ)
+analysed by ``damcmc`` (the analytic Gaussian mechanism, Balle & Wang), and OPS (100 draws of
+the tempered posterior on [0.01, 0.99], pure ε-DP at the same ε). A Theorem-1 table
 checks the seed's claim (ε = O(1) for k ∝ n^{2α}/log n) against the exact value (erratum:
 growth like sqrt(log n)).
 """
@@ -24,10 +25,11 @@ __all__ = ["yildirim2016_penalty", "SIZES"]
 
 SIZES = {
     "quick": {"n": (100, 1000), "epsilon": (0.1, 1.0, 10.0), "delta": 1e-6, "replicates": 3,
-              "p": 0.3, "beta": (-0.5, 1.0), "max_iterations": 20_000,
+              "p": 0.3, "beta": (-0.5, 1.0), "max_iterations": 20_000, "ops_draws": 100,
               "damcmc": {"draws": 1000, "warmup": 500, "chains": 2}},
     "full": {"n": (100, 1000, 10_000), "epsilon": (0.1, 0.3, 1.0, 3.0, 10.0), "delta": 1e-6,
              "replicates": 20, "p": 0.3, "beta": (-0.5, 1.0), "max_iterations": 200_000,
+             "ops_draws": 100,
              "damcmc": {"draws": 2000, "warmup": 1000, "chains": 4}},
 }
 
@@ -83,6 +85,7 @@ def yildirim2016_penalty(ctx):
                                      theorem1_eq3_corrected, theorem1_exact)
     from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
     from privpost.inference import infer
+    from privpost.inference.ops import ops_release
     from privpost.mechanisms import Gaussian
     from privpost.models import BetaBernoulli
     from privpost.models.penalty_models import BernoulliLogit, LogisticRegressionBounded
@@ -121,6 +124,10 @@ def yildirim2016_penalty(ctx):
         acc_bb.setdefault(("gaussian-count+damcmc", n, eps), []).append(
             (*_errors(_summ(th), ref_s), _ess(th[0]) * th.shape[0], float("nan"), None, None,
              None))
+        ops = ops_release(x, BetaBernoulli(1, 1), eps, draws=s["ops_draws"], a0=0.01, seed=sd)
+        acc_bb.setdefault((f"ops ({s['ops_draws']} draws, pure ε)", n, eps), []).append(
+            (*_errors(_summ(ops.draws["theta"]), ref_s), float(s["ops_draws"]), float("nan"),
+             None, None, None))
         # ---------------- logistic regression (slope beta[1])
         X = rng.uniform(-1, 1, n)
         b0, b1 = s["beta"]
@@ -160,6 +167,7 @@ def yildirim2016_penalty(ctx):
         t1.append([n, k, float(e), float(theorem1_eq3(1, 0.5, 1.5, 1, sig)),
                    float(theorem1_eq3_corrected(n, 1, 0.5, 1.5, 1, sig)), float(d),
                    max_gaussian_compositions(sig, n ** -0.5, float(e), float(d), "tight")])
+    fig = _accountant_figure(ctx.outdir / "iterations_by_accountant.png", delta)
     md = ["# Yıldırım (2016), penalty MCMC: accuracy and accounting at a fixed (ε, δ)",
           "",
           "Seed 001 has no experiments (extract 001 §4.1); the journal version (Yıldırım & "
@@ -176,8 +184,9 @@ def yildirim2016_penalty(ctx):
           "one chain. Errors are against the non-private posterior (exact Beta; for logistic "
           "regression a 20 000-step exact Metropolis chain). Gaussian count + damcmc: the count "
           "released with the analytic Gaussian mechanism at the same (ε, δ), posterior by "
-          "data-augmentation MCMC (its ESS summed over chains). Values are means over "
-          "replicates.",
+          "data-augmentation MCMC (its ESS summed over chains). OPS: 100 independent draws "
+          "from the tempered posterior truncated to [0.01, 0.99] (pure ε-DP, the ESS column "
+          "is the number of draws). Values are means over replicates.",
           "",
           "## Beta–Bernoulli (θ)",
           "",
@@ -196,7 +205,34 @@ def yildirim2016_penalty(ctx):
           "",
           _md_table(["n", "k(n)", "ε exact (Thm 2+3)", "eq. (3) paper", "eq. (3) corrected",
                      "δ", "k allowed (tight)"], t1),
+          "",
+          "## Iterations each accountant allows (noise sd 2.4, sensitivity n^-1/2, δ = "
+          f"{delta:g})",
+          "",
+          f"![iterations]({fig.name})",
           ]
     return ReproductionReport(ctx.name, ctx.size, ctx.outdir, ctx.outdir / "report.md",
                               "\n".join(md), tables={"beta_bernoulli": rows_bb,
-                                                     "logistic": rows_lr, "theorem1": t1})
+                                                     "logistic": rows_lr, "theorem1": t1},
+                              figures=[fig])
+
+
+def _accountant_figure(path, delta):
+    """Iterations allowed against ε, tight and advanced accountants, n in {100, 1000, 10^4}."""
+    from privpost.accounting import max_gaussian_compositions
+    from privpost.experiments.plots import _plt, save_figure
+
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    eps = np.geomspace(0.1, 10, 13)
+    for n, col in ((100, "C0"), (1000, "C1"), (10_000, "C2")):
+        for acc, ls in (("tight", "-"), ("advanced", "--")):
+            k = [max(max_gaussian_compositions(2.4, n ** -0.5, e, delta, acc), 0.5) for e in eps]
+            ax.plot(eps, k, ls, color=col, marker="o", ms=2, label=f"n = {n}, {acc}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("ε")
+    ax.set_ylabel("iterations allowed")
+    ax.legend(fontsize=7)
+    save_figure(fig, path, dpi=100)
+    return path

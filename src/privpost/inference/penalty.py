@@ -132,8 +132,9 @@ def _release_step(r, u, prop, sigma, rng, owner_idx, N, clip=None):
     return np.bincount(owner_idx, weights=r, minlength=N) + sigma * rng.standard_normal(N)
 
 
-def _alg1(model, x, u0, h, sigma, k, rng, clip, lp_sign=1.0):
-    """Algorithm 1 exactly as the paper's pseudo-code (one owner, constant σ²)."""
+def _alg1(model, x, u0, h, sigma, k, rng, clip, penalty_factor=1.0):
+    """Algorithm 1 exactly as the paper's pseudo-code (one owner, constant σ²; the penalty is
+    ``penalty_factor · σ²/2``, 1 except in tests of a wrong variant)."""
     d = u0.size
     hb = h * _INNER
     states = np.empty((k + 1, d))
@@ -150,7 +151,7 @@ def _alg1(model, x, u0, h, sigma, k, rng, clip, lp_sign=1.0):
             b = clip * math.sqrt(float(np.sum((prop - u) ** 2)))
             r = np.clip(r, -b, b)
         dhat = float(r.sum()) + sigma * rng.standard_normal()
-        a = model.log_prior(prop) - model.log_prior(u) + dhat - lp_sign * sigma ** 2 / 2
+        a = model.log_prior(prop) - model.log_prior(u) + dhat - penalty_factor * sigma ** 2 / 2
         if math.log(rng.random()) < a:
             u, ll = prop, llp
         states[t + 1] = u
@@ -191,7 +192,6 @@ def _alg2(model, x, u0, h, sigma, k, rng, clip, owner_idx, N, penalty="variance"
 def _alg3(model, x, u0, h, xi_sd, k, rng, owner_idx, N, progress=None):
     """Algorithm 3 (exponential families): a fresh ``Ŝ ~ N(S_n, ξ I)`` per iteration (per owner)."""
     phi, log_g, stat, _ = model.expfam()
-    S = np.zeros((N, 0))
     s_all = stat(x)
     dphi_dim = s_all.shape[1]
     S = np.zeros((N, dphi_dim))
