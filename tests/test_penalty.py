@@ -358,7 +358,7 @@ def test_clipping_variant_and_unbounded_model():
     (dict(variant="x"), "variant"), (dict(accountant="rdp"), "accountant"),
     (dict(owners=500), "owners"), (dict(step=float("inf")), "step"),
     (dict(epsilon=1e-4, delta=1e-10), "allows"), (dict(epsilon="1"), "epsilon"),
-    (dict(noise_sd=-1, iterations=5), "noise_sd"), (dict(seed=-3), "seed"),
+    (dict(noise_sd=-1, iterations=5), "noise_sd"), (dict(noise_sd=2, iterations=5), "not both"), (dict(seed=-3), "seed"),
     (dict(theta0=[1, 2]), "theta0"), (dict(owners=np.zeros(3)), "owners"),
     (dict(iterations=20, warmup=20), "warmup"),
 ])

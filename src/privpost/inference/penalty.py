@@ -542,7 +542,8 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
     noise_sd : float, optional -- total sd of the noisy log-ratio (per owner it is
         ``noise_sd / sqrt(N)``); expfam: the largest sd over box moves. Default 2.4.
     step, step_exponent : the box half-width ``h = step * n**-step_exponent`` (unconstrained scale)
-    owners : None, int N (contiguous blocks of records) or one owner label per record
+    owners : None, int N (contiguous blocks of records) or one owner label per record (the
+        owners' record counts are public and stored in the transcript)
     variant : "general" (Algorithms 1/2) or "expfam" (Algorithm 3)
     accountant : "tight" (exact GDP) or "advanced" (the paper's Theorems 2 + 3)
     clip : float r, optional -- clipping variant (approximate; see module docstring)
@@ -582,6 +583,9 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
         raise PrivpostError(f"max_iterations must be an integer >= 1, got {max_iterations!r}")
     if noise_sd is not None:
         noise_sd = _float_opt("noise_sd", noise_sd)
+        if iterations is not None:
+            raise PrivpostError("give iterations= (sigma is then calibrated) or noise_sd= (the "
+                                "iterations are then derived), not both")
     try:
         rng = as_generator(seed)
     except (TypeError, ValueError) as exc:
