@@ -920,3 +920,8 @@ def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *
     report.report_path.write_text(text)
     report.markdown = text
     return report
+
+
+# Foulds et al. 2016 §5 (HMM held-out log-likelihood) lives in its own module, which adds
+# itself to REPRODUCTIONS when imported (it imports this module's plumbing).
+import privpost.experiments.foulds_hmm  # noqa: E402,F401

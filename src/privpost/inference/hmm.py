@@ -53,7 +53,8 @@ truncated Betas, no component's constraint is dropped.
 Options (all methods): ``draws`` (default 100), ``warmup`` (default 100: the paper's 200
 iterations, first 100 burn-in), ``chains`` (default 1), ``seed``, ``progress``, ``heldout``
 (``(R, T)`` bool mask of cells whose reports are left out of the likelihood, for held-out
-evaluation), ``keep_counts`` (damcmc: store the imputed counts, default False). ``damcmc``:
+evaluation), ``keep_counts`` (damcmc: store the imputed counts, default False), ``diagnose``
+(default True: R-hat/ESS check with a warning; False skips it, e.g. inside studies). ``damcmc``:
 ``record_sweeps`` (default 1). ``ops``: ``records`` (required), ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
@@ -321,7 +322,7 @@ def _diagnose(post, method):
 def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, chains: int = 1,
                seed=None, progress: bool = False, heldout=None, keep_counts: bool = False,
                record_sweeps: int = 1, records=None, epsilon=None, M: float = 10.0,
-               keep: str = "last", **options):
+               keep: str = "last", diagnose: bool = True, **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
     :class:`~privpost.cell_counts.CellCounts` release (module docstring)."""
     from privpost.accounting import private_gibbs_cost
@@ -433,6 +434,6 @@ def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, c
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
                           chain_stats=chain_stats)
-    if not (method == "ops" and keep == "last"):
+    if diagnose and not (method == "ops" and keep == "last"):
         _diagnose(post, method)
     return post
