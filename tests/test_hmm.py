@@ -311,7 +311,10 @@ def test_tiny_reproduction_end_to_end(monkeypatch, tmp_path):
 
     rep = R.REPRODUCTIONS["foulds2016-hmm"]
     tiny = {"regimes": ("dense", "sparse"), "regions": 2, "times": {"dense": 5, "sparse": 6},
-            "epsilon": (1.0,), "splits": 1, "states": 2, "true_states": 2}
+            "epsilon": (1.0,), "splits": 1, "states": 2, "true_states": 2,
+            "calibration": {"replicates": 1, "states": 2, "levels": (2,), "regions": 1,
+                            "times": 3, "cell_size": 3, "epsilon": 1.0, "draws": 20,
+                            "warmup": 10}}
     monkeypatch.setitem(R.REPRODUCTIONS, "foulds2016-hmm",
                         dataclasses.replace(rep, sizes={"quick": tiny, "full": tiny}))
     with warnings.catch_warnings():
@@ -320,3 +323,4 @@ def test_tiny_reproduction_end_to_end(monkeypatch, tmp_path):
     text = out.report_path.read_text()
     assert "The paper's claims" in text and "OPS / Laplace" in text
     assert "| dense | HMM K=2 | damcmc | 1 |" in text
+    assert "90% coverage" in text and "| damcmc |" in text
