@@ -249,6 +249,10 @@ def test_hostile_inputs_and_cli(tmp_path):
         pp.infer(HiddenMarkovNB(2, [2]), rel, method="gibbs-ss")
     with pytest.raises(pp.errors.PrivpostError, match="heldout"):
         pp.infer(HiddenMarkovNB(2, [2]), rel, method="naive", heldout=np.ones(3))
+    huge = Release(query=CellCounts([2], [[10**9]]), mechanism=rel.mechanism, n=10**9,
+                   observed=np.zeros(2))
+    with pytest.raises(pp.errors.PrivpostError, match="use method='naive'"):
+        pp.infer(HiddenMarkovNB(2, [2]), huge, method="damcmc")
     path = tmp_path / "rel.json"
     rel.save(path)
     res = CliRunner().invoke(app, ["infer", str(path), "--model", "hmm:n_states=2,n_levels=2;",

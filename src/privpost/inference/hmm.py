@@ -77,6 +77,7 @@ from privpost.inference._gibbs_common import (Progress, check_sampler_options, m
 __all__ = ["run_method", "gibbs_chain", "ops_bound_hmm", "truncated_dirichlet_step"]
 
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
+_MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
 
 
 def _core():
@@ -360,6 +361,12 @@ def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, c
         exact = True
     elif method == "damcmc":
         inv_scale, l2 = _noise(release)
+        cells_total = int(q.cell_sizes.sum()) * model.n_features
+        if cells_total > _MAX_LATENT:
+            raise PrivpostError(f"damcmc imputes every report: {q.n_total} reports x "
+                                f"{model.n_features} features = {cells_total} latent values is "
+                                f"more than {_MAX_LATENT:.0e}; use method='naive' for data this "
+                                "large (where the noise is small relative to the counts)")
         record_sweeps = int(record_sweeps)
         if record_sweeps < 1:
             raise PrivpostError(f"record_sweeps must be an integer >= 1, got {record_sweeps}")
