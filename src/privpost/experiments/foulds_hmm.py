@@ -5,8 +5,9 @@ on simulated data with the war logs' shapes (the real data are not available her
 Per regime (dense: median 972 reports per cell; sparse: median 58, rising over time), split
 and ε: the true HMM generates the reports; 10% of the cells are held out (their reports never
 enter the fit; the release covers all cells but the held-out cells' noisy counts are ignored);
-each method fits ``K`` states (``K = 1``: naive Bayes) with the paper's 200 Gibbs iterations
-(100 burn-in). Held-out log-likelihood per report: for every held-out cell the state is
+each method fits ``K`` states with the paper's 200 Gibbs iterations (100 burn-in). Naive Bayes
+(``K = 1``) is fitted, as in the paper, to corpus-wide counts: a separate release of the
+training reports' counts pooled into one cell (same ε, sensitivity 2 per feature). Held-out log-likelihood per report: for every held-out cell the state is
 marginalised with the sampled transition matrix given the neighbouring states,
 ``log sum_k p(z_c = k | z_{c-1}, z_{c+1}, A) p(X_c | theta_k)``; Laplace (naive), damcmc and
 non-private average the likelihood over the 100 kept draws (log-mean-exp), OPS uses its one
@@ -56,6 +57,28 @@ def heldout_loglik(post, model, counts, heldout, *, last_only: bool = False) -> 
         prior = prior - logsumexp(prior, axis=1, keepdims=True)
         total += logsumexp(prior + em, axis=1)
     return float(logsumexp(total) - math.log(S))
+
+
+def _nb_heldout_loglik(post, model, counts, heldout, *, last_only: bool = False) -> float:
+    """Held-out log-likelihood of naive Bayes (one state; no state to marginalise)."""
+    theta = np.concatenate([post.draws[f"theta{d + 1}"] for d in range(model.n_features)],
+                           axis=-1).reshape(-1, model.width)
+    if last_only:
+        theta = theta[-1:]
+    test = counts[heldout.ravel()].sum(axis=0)
+    with np.errstate(divide="ignore"):
+        total = np.where(test > 0, np.log(theta), 0.0) @ test
+    return float(logsumexp(total) - math.log(theta.shape[0]))
+
+
+def _nb_data(recs, heldout, n_levels):
+    """Naive Bayes uses corpus-wide counts (seed 004 §3.3): the training reports pooled into
+    one cell, a CellCounts release with a 1 x 1 grid (L1 sensitivity 2 per feature as well)."""
+    from privpost.cell_counts import CellCounts
+
+    train = recs[~heldout[recs[:, 0], recs[:, 1]]].copy()
+    train[:, :2] = 0
+    return CellCounts(n_levels, [[train.shape[0]]]), train
 
 
 def _states_used(post, frac: float = 0.05) -> float:
@@ -158,22 +181,27 @@ def _run(ctx: _Ctx) -> ReproductionReport:
             n_test = float(q.cell_sizes[heldout].sum())
             for K, label in ((1, "naive Bayes"), (s["states"], f"HMM K={s['states']}")):
                 model = HiddenMarkovNB(K, q.n_levels)
-                base_rel = pp.release(recs, query=q, mechanism=Laplace(epsilon=1.0),
+                if K == 1:
+                    fq, frecs = _nb_data(recs, heldout, q.n_levels)
+                    fheld, score = None, _nb_heldout_loglik
+                else:
+                    fq, frecs, fheld, score = q, recs, heldout, heldout_loglik
+                base_rel = pp.release(frecs, query=fq, mechanism=Laplace(epsilon=1.0),
                                       seed=int(rng.integers(2**31)))
-                post, dt = _fit("nonprivate", model, base_rel, recs, heldout,
+                post, dt = _fit("nonprivate", model, base_rel, frecs, fheld,
                                 int(rng.integers(2**31)), None)
                 rows.append(dict(regime=regime, model=label, split=split, epsilon=np.inf,
                                  method="non-private",
-                                 ll=heldout_loglik(post, model, counts, heldout) / n_test,
+                                 ll=score(post, model, counts, heldout) / n_test,
                                  states=_states_used(post), seconds=dt))
                 for eps in s["epsilon"]:
-                    rel = pp.release(recs, query=q, mechanism=Laplace(epsilon=eps),
+                    rel = pp.release(frecs, query=fq, mechanism=Laplace(epsilon=eps),
                                      seed=int(rng.integers(2**31)))
                     for name, meth, M in methods:
-                        post, dt = _fit(meth, model, rel, recs, heldout,
+                        post, dt = _fit(meth, model, rel, frecs, fheld,
                                         int(rng.integers(2**31)), eps, M)
-                        ll = heldout_loglik(post, model, counts, heldout,
-                                            last_only=(meth == "ops")) / n_test
+                        ll = score(post, model, counts, heldout,
+                                   last_only=(meth == "ops")) / n_test
                         rows.append(dict(regime=regime, model=label, split=split, epsilon=eps,
                                          method=name, ll=ll, states=_states_used(post),
                                          seconds=dt))
