@@ -193,9 +193,11 @@ def test_naive_uses_projected_noisy_counts_exactly():
     assert abs(_mcse_z(theta_z0[..., 1], noiseaware["theta_z0"][1])) > 4
 
 
-def test_truncated_dirichlet_step_is_exact():
-    """The pairwise truncated-Beta kernel (forced: tries=0) keeps the truncated Dirichlet:
-    its chain mean matches exact rejection draws; the untruncated mean is rejected."""
+@pytest.mark.parametrize("tries", [0, 1])
+def test_truncated_dirichlet_step_is_exact(tries):
+    """The pairwise truncated-Beta kernel (forced: tries=0) and the rejection-then-pairwise
+    mixture (tries=1) keep the truncated Dirichlet: the chain mean matches exact rejection
+    draws (ops.truncated_dirichlet); the untruncated mean is rejected."""
     from privpost.inference.hmm import truncated_dirichlet_step
     from privpost.inference.ops import truncated_dirichlet
 
@@ -205,7 +207,7 @@ def test_truncated_dirichlet_step_is_exact():
     p = np.full(3, 1 / 3)
     xs = np.empty((1, 6000, 3))
     for i in range(6000):
-        p = truncated_dirichlet_step(rng, conc, a0, p, tries=0, sweeps=1)
+        p = truncated_dirichlet_step(rng, conc, a0, p, tries=tries, sweeps=1)
         xs[0, i] = p
     assert np.all(xs >= a0 - 1e-15)
     zs = [_mcse_z(xs[..., j], ref[j]) for j in range(3)]

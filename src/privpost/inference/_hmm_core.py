@@ -221,3 +221,29 @@ def record_sweep(records, start, z, theta, off, levels, counts, obs, inv_scale, 
                     counts[c, ib] = nb + 1.0
                     accepted += 1
     return accepted
+
+
+@njit(cache=True, nogil=True)
+def dirichlet_box_reject(conc, a0, max_proposals, rng, out):
+    """Exact ``Dirichlet(conc)`` draw restricted to ``{p : p_j >= a0}`` by rejection, at most
+    ``max_proposals`` proposals. Writes ``out (J,)`` and returns True on success, False (``out``
+    untouched) when every proposal fell outside the box."""
+    J = conc.shape[0]
+    g = np.empty(J)
+    for _ in range(max_proposals):
+        tot = 0.0
+        for j in range(J):
+            g[j] = rng.standard_gamma(conc[j])
+            tot += g[j]
+        if not tot > 0.0:
+            continue
+        ok = True
+        for j in range(J):
+            if g[j] / tot < a0:
+                ok = False
+                break
+        if ok:
+            for j in range(J):
+                out[j] = g[j] / tot
+            return True
+    return False

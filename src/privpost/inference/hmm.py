@@ -89,25 +89,20 @@ def _core():
 # truncated Dirichlet update
 # ------------------------------------------------------------------------------------------
 
-def truncated_dirichlet_step(rng, conc, a0, current, tries: int = 8, sweeps: int = 3):
+def truncated_dirichlet_step(rng, conc, a0, current, tries: int = 1, sweeps: int = 3):
     """One update leaving ``Dirichlet(conc)`` restricted to ``{p : p_j >= a0}`` invariant.
 
-    ``conc (J,)``, ``current (J,)`` in the box. First up to ``tries`` batches of 256 exact
-    rejection proposals; if none is accepted, ``sweeps`` sweeps of exact pairwise truncated-Beta
+    ``conc (J,)``, ``current (J,)`` in the box. First up to ``256 * tries`` exact rejection
+    proposals (compiled); if none is accepted, ``sweeps`` sweeps of exact pairwise truncated-Beta
     Gibbs moves started at ``current`` (see the module docstring). Returns ``(J,)``.
     """
     from privpost.inference.ops import truncated_beta
 
-    conc = np.asarray(conc, dtype=np.float64)
+    conc = np.ascontiguousarray(conc, dtype=np.float64)
     J = conc.size
-    for _ in range(tries):
-        g = rng.standard_gamma(np.broadcast_to(conc, (256, J)))
-        tot = g.sum(axis=1, keepdims=True)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            p = g / tot
-        ok = np.flatnonzero(np.all(p >= a0, axis=1) & (tot[:, 0] > 0))
-        if ok.size:
-            return p[ok[0]].copy()
+    out = np.empty(J)
+    if tries > 0 and _core().dirichlet_box_reject(conc, float(a0), 256 * int(tries), rng, out):
+        return out
     p = np.array(current, dtype=np.float64)
     for _ in range(sweeps):
         order = rng.permutation(J)
