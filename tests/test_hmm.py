@@ -160,6 +160,10 @@ def test_nonprivate_gibbs_matches_enumeration():
         post = pp.infer(model, rel, method="nonprivate", records=recs, draws=6000, warmup=200,
                         chains=3, seed=5)
     same01, same12, theta_z0 = _chain_targets(post, K)
+    from privpost.inference.hmm import modal_states, state_probabilities
+    probs = state_probabilities(post)
+    assert probs.shape == (1, 3, K) and np.allclose(probs.sum(axis=-1), 1.0)
+    assert np.array_equal(modal_states(post), probs.argmax(axis=-1))
     counts = q.cell_matrix(q.statistic(recs))
     opts = [[(counts[c], 0.0)] for c in range(3)]
     exact = _enumerate(opts, K, ALPHA, BETA, sizes)

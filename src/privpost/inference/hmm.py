@@ -74,7 +74,8 @@ from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
                                               reject_unknown)
 
-__all__ = ["run_method", "gibbs_chain", "ops_bound_hmm", "truncated_dirichlet_step"]
+__all__ = ["run_method", "gibbs_chain", "ops_bound_hmm", "truncated_dirichlet_step",
+           "state_probabilities", "modal_states"]
 
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
@@ -217,6 +218,25 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
     if latent is not None:
         out["accept_rate"] = n_acc / max(n_prop, 1)
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# state summaries (post-processing of a Posterior from these samplers)
+# ------------------------------------------------------------------------------------------
+
+def state_probabilities(post) -> np.ndarray:
+    """Posterior probability of each state in each cell, ``(R, T, K)``, from the sampled
+    paths ``post.sample_stats["z"] (chains, draws, R, T)`` (chains aligned by the sampler)."""
+    z = np.asarray(post.sample_stats["z"]).astype(np.int64)
+    K = int(post.draws["pi"].shape[-1])
+    z = z.reshape(-1, *z.shape[2:])
+    return np.stack([(z == k).mean(axis=0) for k in range(K)], axis=-1)
+
+
+def modal_states(post) -> np.ndarray:
+    """The most frequent state of each cell over the kept draws, ``(R, T)`` int (the paper's
+    visualisation: the modal assignment over iterations 101-200)."""
+    return np.argmax(state_probabilities(post), axis=-1)
 
 
 # ------------------------------------------------------------------------------------------
