@@ -147,8 +147,10 @@ def test_damcmc_matches_enumeration():
     assert max(abs(v) for v in zw) > 4, zw
 
 
-def test_nonprivate_gibbs_matches_enumeration():
-    """Eq. 68-69 Gibbs on exact counts = the non-private HMM posterior (3 levels, 3 cells)."""
+@pytest.mark.parametrize("z_sampler", ["collapsed", "ffbs"])
+def test_nonprivate_gibbs_matches_enumeration(z_sampler):
+    """Eq. 68-69 Gibbs (or the FFBS variant) on exact counts = the non-private HMM posterior
+    (3 levels, 3 cells)."""
     sizes = np.array([[3, 2, 4]])
     recs = np.array([[0, 0, 0], [0, 0, 2], [0, 0, 2], [0, 1, 1], [0, 1, 1],
                      [0, 2, 0], [0, 2, 0], [0, 2, 2], [0, 2, 1]])
@@ -158,7 +160,7 @@ def test_nonprivate_gibbs_matches_enumeration():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = pp.infer(model, rel, method="nonprivate", records=recs, draws=6000, warmup=200,
-                        chains=3, seed=5)
+                        chains=3, seed=5, z_sampler=z_sampler)
     same01, same12, theta_z0 = _chain_targets(post, K)
     from privpost.inference.hmm import modal_states, state_probabilities
     probs = state_probabilities(post)

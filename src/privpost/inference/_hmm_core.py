@@ -247,3 +247,51 @@ def dirichlet_box_reject(conc, a0, max_proposals, rng, out):
                 out[j] = g[j] / tot
             return True
     return False
+
+
+@njit(cache=True, nogil=True)
+def ffbs(z, A, L, rng):
+    """Forward filtering, backward sampling of every region's path ``z[r, :]`` given the
+    transition rows ``A (K+1, K)`` (row ``K``: start distribution) and the emission
+    log-likelihoods ``L (R*T, K)``: an exact draw of ``z | A, theta, counts``."""
+    R, T = z.shape
+    K = A.shape[1]
+    logA = np.log(A)
+    f = np.empty((T, K))
+    w = np.empty(K)
+    for r in range(R):
+        for k in range(K):
+            f[0, k] = logA[K, k] + L[r * T, k]
+        for t in range(1, T):
+            for k in range(K):
+                m = -np.inf
+                for j in range(K):
+                    v = f[t - 1, j] + logA[j, k]
+                    if v > m:
+                        m = v
+                s = 0.0
+                if m > -np.inf:
+                    for j in range(K):
+                        s += math.exp(f[t - 1, j] + logA[j, k] - m)
+                    f[t, k] = m + math.log(s) + L[r * T + t, k]
+                else:
+                    f[t, k] = -np.inf
+        for t in range(T - 1, -1, -1):
+            m = -np.inf
+            for k in range(K):
+                w[k] = f[t, k] if t == T - 1 else f[t, k] + logA[k, z[r, t + 1]]
+                if w[k] > m:
+                    m = w[k]
+            tot = 0.0
+            for k in range(K):
+                w[k] = math.exp(w[k] - m)
+                tot += w[k]
+            u = rng.random() * tot
+            pick = K - 1
+            acc = 0.0
+            for k in range(K):
+                acc += w[k]
+                if u < acc:
+                    pick = k
+                    break
+            z[r, t] = pick

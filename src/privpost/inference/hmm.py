@@ -54,7 +54,11 @@ Options (all methods): ``draws`` (default 100), ``warmup`` (default 100: the pap
 iterations, first 100 burn-in), ``chains`` (default 1), ``seed``, ``progress``, ``heldout``
 (``(R, T)`` bool mask of cells whose reports are left out of the likelihood, for held-out
 evaluation), ``keep_counts`` (damcmc: store the imputed counts, default False), ``diagnose``
-(default True: R-hat/ESS check with a warning; False skips it, e.g. inside studies). ``damcmc``:
+(default True: R-hat/ESS check with a warning; False skips it, e.g. inside studies),
+``z_sampler`` (``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
+paper's, default; ``"ffbs"``: draw ``A | z`` then each region's whole path by forward filtering,
+backward sampling -- a blocked Gibbs sampler of ``(A, z, theta)`` with the same ``(z, theta)``
+marginal, tested against the same enumeration). ``damcmc``:
 ``record_sweeps`` (default 1). ``ops``: ``records`` (required), ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
@@ -137,7 +141,8 @@ def ops_bound_hmm(n_levels, M: float) -> tuple[float, list[float]]:
 # ------------------------------------------------------------------------------------------
 
 def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=1.0,
-                trunc=None, latent=None, keep_counts=False, progress=None):
+                trunc=None, latent=None, keep_counts=False, progress=None,
+                z_sampler="collapsed"):
     """One chain of the partially collapsed Gibbs sampler.
 
     Parameters
@@ -153,6 +158,9 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
     trunc : None or list of D truncations ``a0_d`` (OPS).
     latent : None or dict(records (N, D) int64, start (R*T+1,), obs (R*T, W), inv_scale, l2,
         sweeps) -- the damcmc record sweeps.
+    z_sampler : "collapsed" (Eq. 68 single-site, A integrated out; the paper's) or "ffbs"
+        (A | z drawn, then every region's path by forward filtering, backward sampling: blocked
+        Gibbs on (A, z, theta), same (z, theta) marginal target).
 
     Returns
     -------
@@ -202,7 +210,11 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
         with np.errstate(divide="ignore"):
             logtheta = np.log(theta)
         core.emission_loglik(counts, logtheta, use, inv_temp, L)
-        core.z_sweep(z, ntr, nout, L, alpha, rng)
+        if z_sampler == "ffbs":
+            core.ffbs(z, core.draw_transitions(ntr, alpha, rng), L, rng)
+            ntr, nout = core.transition_counts(z, K)
+        else:
+            core.z_sweep(z, ntr, nout, L, alpha, rng)
         draw_theta()
         if it >= warmup:
             s = it - warmup
@@ -338,7 +350,8 @@ def _diagnose(post, method):
 def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, chains: int = 1,
                seed=None, progress: bool = False, heldout=None, keep_counts: bool = False,
                record_sweeps: int = 1, records=None, epsilon=None, M: float = 10.0,
-               keep: str = "last", diagnose: bool = True, **options):
+               keep: str = "last", diagnose: bool = True, z_sampler: str = "collapsed",
+               **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
     :class:`~privpost.cell_counts.CellCounts` release (module docstring)."""
     from privpost.accounting import private_gibbs_cost
@@ -348,6 +361,9 @@ def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, c
                                 f"{', '.join(_METHODS)}")
     reject_unknown(method, options)
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
+    if z_sampler not in ("collapsed", "ffbs"):
+        raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's) or 'ffbs', "
+                            f"got {z_sampler!r}")
     if release is None:
         raise IncompatibleError(f"{method} for the HMM needs the cell_counts release (its public "
                                 "cell sizes define the grid)")
@@ -433,7 +449,8 @@ def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, c
         results.append(gibbs_chain(
             model, np.ascontiguousarray(counts), use, (R, T), iterations=iterations,
             warmup=warmup, rng=crng, inv_temp=inv_temp, trunc=trunc, latent=latent,
-            keep_counts=keep_counts, progress=lambda it, ch=ch: prog.update(ch * iterations + it)))
+            keep_counts=keep_counts, z_sampler=z_sampler,
+            progress=lambda it, ch=ch: prog.update(ch * iterations + it)))
     if chains > 1:
         _align(results, model.n_states)
         notes.append("chains aligned to chain 0 by a state permutation (label switching)")
