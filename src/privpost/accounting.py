@@ -44,7 +44,9 @@ import numpy as np
 from privpost.errors import PrivpostError
 
 __all__ = ["Privacy", "compose", "convert", "zcdp_to_approx", "zcdp_to_approx_closed_form",
-           "KINDS", "NEIGHBOURS"]
+           "KINDS", "NEIGHBOURS",
+           "gibbs_temperature", "gibbs_update_epsilon", "private_gibbs_cost",
+           "random_scan_gibbs_epsilon", "private_mh_privacy"]
 
 KINDS = ("pure", "approx", "zcdp")
 NEIGHBOURS = ("replace", "add-remove")
@@ -356,3 +358,114 @@ __all__ += ["advanced_composition", "advanced_composition_paper", "calibrate_gau
             "gaussian_composition_epsilon", "gaussian_dp_delta", "gaussian_dp_epsilon",
             "gaussian_dp_mu", "gaussian_mechanism_epsilon", "max_gaussian_compositions",
             "theorem1_eq3", "theorem1_eq3_corrected", "theorem1_exact"]
+# --------------------------------------------------------------------------------------------
+# Private MCMC (Foulds et al., seed 004 §4, App. C-D): per-update costs and their composition
+# --------------------------------------------------------------------------------------------
+
+def gibbs_temperature(delta_l: float, epsilon: float) -> float:
+    """Temperature of a private Gibbs update: ``T = max(1, 2 Δ_l / ε)`` (seed 004 Eq. 19).
+
+    The tempered full conditional ``p(θ_l | θ_¬l, X)^{1/T}`` is the exponential mechanism with
+    utility ``log p(θ_l, θ_¬l, X)`` of sensitivity ``Δ_l``: it is ``2Δ_l/T``-DP. ``T`` is never
+    below 1 (pitfall 2: a colder conditional is not a posterior sample).
+    """
+    d = _number(delta_l, "delta_l")
+    e = _number(epsilon, "epsilon")
+    if d < 0 or e <= 0:
+        raise PrivpostError(f"need delta_l >= 0 and epsilon > 0, got {d}, {e}")
+    return max(1.0, 2.0 * d / e)
+
+
+def gibbs_update_epsilon(delta_l: float, temperature: float = 1.0) -> float:
+    """ε of one Gibbs update of block ``l`` at temperature ``T``: ``2 Δ_l / T`` (an exact
+    update, ``T = 1``, costs ``2 Δ_l <= 2 Δ``, seed 004 Eq. 20). Rounded up."""
+    d = _number(delta_l, "delta_l")
+    t = _number(temperature, "temperature")
+    if d < 0 or t < 1:
+        raise PrivpostError(f"need delta_l >= 0 and temperature >= 1, got {d}, {t}")
+    return _sum_up([Fraction(2) * Fraction(d) / Fraction(t)])
+
+
+def private_gibbs_cost(epsilon_update: float, updates_per_iteration: int, iterations: int, *,
+                       converged: bool = False, neighbours: str = "replace") -> Privacy:
+    """Privacy of a private Gibbs chain whose every update is an ``epsilon_update``-DP
+    exponential mechanism (seed 004 §4.1).
+
+    * not converged (what can be certified): basic sequential composition of every update,
+      ``ε = iterations * updates_per_iteration * epsilon_update`` (the paper's HMM:
+      ``200 * 2 * ε = 400 ε``). Updates that touch disjoint records (e.g. all ``z_{r,t}`` of
+      one sweep, each tied to one cell) compose in parallel and count as one update here.
+    * ``converged=True``: the final state is one exact draw from the tempered posterior, which
+      costs ``epsilon_update`` when each update's temperature is the OPS temperature of the
+      whole posterior (``T = 2Δ/ε``, Δ bounding every ``Δ_l``) -- valid only if convergence
+      holds, which MCMC cannot certify (extract pitfall 6).
+    """
+    e = _number(epsilon_update, "epsilon_update")
+    if e < 0:
+        raise PrivpostError(f"epsilon_update must be >= 0, got {e}")
+    for name, v in (("updates_per_iteration", updates_per_iteration),
+                    ("iterations", iterations)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise PrivpostError(f"{name} must be an integer >= 1, got {v!r}")
+    if converged:
+        return Privacy.pure(e, neighbours)
+    return Privacy.pure(_sum_up([Fraction(e) * int(iterations) * int(updates_per_iteration)]),
+                        neighbours)
+
+
+def random_scan_gibbs_epsilon(delta: float, updated: int, total: int, *,
+                              approximate: bool = False) -> float:
+    """ε of a random-scan sweep updating ``Q = updated`` of ``N = total`` blocks, each tied to
+    one record and updated exactly (``2Δ``-DP), chosen uniformly without replacement.
+
+    Exact (default): amplification by subsampling without replacement under replace-one
+    neighbours (Balle, Barthe & Gaboardi 2018): ``log(1 + (Q/N)(e^{2Δ} - 1))``.
+    ``approximate=True``: the paper's ``4ΔQ/N`` (seed 004 §4.1, from Li et al. 2012; a small-ε
+    approximation, pitfall 18 -- it is *not* an upper bound for large Δ).
+    A random-*sequence* scan updating all N blocks once costs ``2Δ`` (parallel composition):
+    ``updated == total`` returns ``2Δ`` exactly.
+
+    Caveat: amplification needs the selection to stay hidden. A Gibbs transcript that shows
+    which blocks changed (continuous blocks almost surely move when updated) reveals it, and
+    then a selected record still costs ``2Δ``; the amplified figure applies to releases that do
+    not expose the scan order (e.g. the final state only, under the worst-case accounting).
+    ``tests/test_private_mcmc_accounting.py`` checks the formula by brute force on a
+    hidden-selection randomized-response mechanism (tight for ``Q = 1``).
+    """
+    d = _number(delta, "delta")
+    if d < 0:
+        raise PrivpostError(f"delta must be >= 0, got {d}")
+    if isinstance(updated, bool) or isinstance(total, bool) or not (1 <= int(updated) <= int(total)):
+        raise PrivpostError(f"need 1 <= updated <= total, got {updated!r}, {total!r}")
+    q = int(updated) / int(total)
+    if approximate:
+        return 4.0 * d * q
+    if int(updated) == int(total):
+        return _pad_up(2.0 * d)
+    return _pad_up(math.log1p(q * math.expm1(2.0 * d)))
+
+
+def private_mh_privacy(delta: float, temperature: float, reject_bound: float, *,
+                       steps: int = 1, neighbours: str = "replace") -> Privacy:
+    """Privacy of private Metropolis-Hastings (seed 004 App. C.1, Theorem C.1).
+
+    A step with a symmetric proposal accepted with ``min(1, (p(θ'|X)/p(θ|X))^{1/T})`` is
+    ``(2Δ/T, δ)``-DP provided the total rejection probability ``∫ f(θ, θ')(1 - acc) dθ'`` is at
+    most ``δ = reject_bound`` for every state and data set (the accept outcome is bounded by the
+    four-case argument of App. D; the reject outcome is charged to δ). It is never pure ε-DP
+    (pitfall 17). ``steps`` steps compose to ``(steps * 2Δ/T, steps * δ)``.
+    """
+    d = _number(delta, "delta")
+    t = _number(temperature, "temperature")
+    b = _number(reject_bound, "reject_bound")
+    if d < 0 or t < 1 or not 0 <= b <= 1:
+        raise PrivpostError(f"need delta >= 0, temperature >= 1, 0 <= reject_bound <= 1; got "
+                            f"{d}, {t}, {b}")
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise PrivpostError(f"steps must be an integer >= 1, got {steps!r}")
+    eps = _sum_up([Fraction(2) * Fraction(d) / Fraction(t) * int(steps)])
+    dl = _sum_up([Fraction(b) * int(steps)])
+    if dl >= 1:
+        raise PrivpostError(f"steps * reject_bound = {dl:g} >= 1: no (ε, δ) guarantee; the "
+                            "rejection probability must be far below 1 / steps")
+    return Privacy.approx(eps, dl, neighbours)

@@ -429,6 +429,15 @@ def _register_experiments() -> None:
 _register_experiments()
 
 
+def _register_release_cells() -> None:  # per-cell counts for the HMM (seed 004), own module
+    from privpost.cells_cli import register
+
+    register(app, handles_errors, out)
+
+
+_register_release_cells()
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 

@@ -1051,3 +1051,8 @@ def query_from_dict(d: dict) -> Query:
     if kind not in QUERIES:
         raise ReleaseError("query.type", f"unknown query type {kind!r}; known: {sorted(QUERIES)}")
     return QUERIES[kind].from_dict(d)
+
+
+# Per-cell count vectors of categorical reports (seed 004's HMM release): CellCounts lives in
+# its own module, which adds itself to QUERIES when imported (it imports this module's helpers).
+import privpost.cell_counts  # noqa: E402,F401

@@ -930,3 +930,6 @@ REPRODUCTIONS["yildirim2016-penalty"] = Reproduction(
     "yildirim2016-penalty", "Yıldırım 2016 penalty MCMC: accuracy, ESS and accounting at fixed "
     "(ε, δ) (Beta-Bernoulli, logistic regression)", "seed 001", ("damcmc",), _PENALTY_SIZES,
     yildirim2016_penalty, 2016)
+# Foulds et al. 2016 §5 (HMM held-out log-likelihood) lives in its own module, which adds
+# itself to REPRODUCTIONS when imported (it imports this module's plumbing).
+import privpost.experiments.foulds_hmm  # noqa: E402,F401

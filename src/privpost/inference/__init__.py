@@ -76,6 +76,11 @@ def infer(model, release, method: str = "damcmc", **options):
     -------
     privpost.Posterior
     """
+    if getattr(model, "name", None) == "hmm":   # HMM over cells (seed 004 §4-5): own samplers
+        from privpost.inference.hmm import run_method
+
+        reject_release_set(method, release)
+        return run_method(method, model, release, **options)
     run = get_method(method)
     if method not in ACCEPTS_RELEASE_SET:
         reject_release_set(method, release)

@@ -19,6 +19,8 @@ Spec name -> class: parameters (shape); records; fitting queries.
   RegressionStats.
 * ``dirichlet`` -> :class:`Dirichlet`: ``alpha (D,)``; ``(n, D)`` rows on the open simplex;
   CensoredLogMean.
+* ``hmm`` -> :class:`HiddenMarkovNB`: ``pi (K,)``, ``A (K, K)``, ``theta1..thetaD`` with
+  ``theta_d (K, K_d)``; ``(n, 2+D)`` int ``[region, time, x_1..x_D]``; CellCounts.
 """
 
 from privpost.models.base import (MODELS, Model, model_from_dict, model_from_spec, query_kind,
@@ -27,6 +29,7 @@ from privpost.models.bernoulli import BetaBernoulli
 from privpost.models.categorical import DirichletCategorical
 from privpost.models.dirichlet import Dirichlet
 from privpost.models.exponential import ExponentialGamma
+from privpost.models.hmm import HiddenMarkovNB
 from privpost.models.linear_regression import LinearRegression
 from privpost.models.naive_bayes import NaiveBayesLogLinear
 from privpost.models.normal import NormalInverseGamma, NormalKnownVariance
@@ -57,4 +60,5 @@ __all__ = [
     "LogisticRegressionBounded",
     "PoissonLog",
     "ExponentialLog",
+    "HiddenMarkovNB",
 ]

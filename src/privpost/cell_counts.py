@@ -1,0 +1,356 @@
+"""Per-cell, per-feature counts of categorical records: the release behind the HMM of seed 004.
+
+Records are reports ``(region, time, x_1, ..., x_D)`` in long format: each report lies in one
+*cell* ``(r, t)`` of an ``R x T`` grid and has ``D`` categorical features, feature ``d`` with
+``K_d`` levels. The released statistic is, for every cell and feature, the count vector
+
+    n[r, t, d, j] = #{reports i in cell (r, t) : x_{i,d} = j},      j = 0..K_d - 1,
+
+flattened in ``(r, t, d, j)`` row-major order (region outermost, level innermost), so
+``dim = R * T * sum_d K_d``. The cell sizes ``N[r, t] = sum_j n[r, t, d, j]`` (equal for every
+``d``) are **public** parameters of the query, as in Foulds et al. (seed 004, App. E.1 and
+pitfall 5: ``N_{r,t}`` is implicitly public): inference needs them and the noisy counts alone do
+not determine them.
+
+Sensitivity (derivation; ``tests/test_cell_counts.py`` checks every value by brute force)
+------------------------------------------------------------------------------------------
+A report contributes ``t(x) = sum_d e_{cell(x), d, x_d}``: one unit count in each of the D
+feature blocks of its own cell.
+
+* replace-one, the seeds' relation (``"replace"``). Replace report ``x`` by ``x'``.
+
+  - Within its cell (the relation under which the public cell sizes are unchanged): in feature
+    ``d`` the block ``n[r, t, d, :]`` changes by ``e_{x'_d} - e_{x_d}``, L1 norm 2 if
+    ``x'_d != x_d``, else 0. So **each feature vector has L1 sensitivity 2** (the paper's value),
+    and the whole statistic ``sum_d 2 = 2D`` (attained when every feature changes); L2:
+    ``sqrt(2D)``.
+  - Across cells (``x`` in ``c``, ``x'`` in ``c' != c``): ``-1`` in the D coordinates
+    ``(c, d, x_d)`` and ``+1`` in the D coordinates ``(c', d, x'_d)``, all distinct: L1 = 2D,
+    L2 = sqrt(2D) again -- the bound does not depend on whether cells are public.
+
+  Composition view (the paper's, extract §3.4): each feature's counts are one Laplace release of
+  L1 sensitivity 2 at ``eps_d``; a report touches all D features (sequential composition:
+  ``eps = sum_d eps_d``) and exactly one cell (parallel composition: no factor ``R T``). With
+  equal budgets ``eps_d = eps / D`` this is exactly one Laplace mechanism of scale
+  ``2 / eps_d = 2D / eps`` on the whole vector, i.e. L1 sensitivity ``2D`` at total ``eps``: the
+  paper's ``eps_d = 1``, ``D = 5`` is ``eps = 5`` and scale 2 per count. (Unequal per-feature
+  budgets are not offered: the release document carries one noise scale.)
+
+* add/remove (``"add-remove"``): one report adds ``+1`` in D coordinates: L1 = D, L2 = sqrt(D).
+  The public cell sizes then reveal the added report's cell exactly (they are *not* covered by
+  the guarantee, as the record count ``n`` of every add/remove release); use it only where the
+  cell sizes are public anyway.
+
+What else is public: ``R``, ``T``, the levels ``K_d`` and the names of regions, times and levels
+(stored in the release metadata by :func:`load_long_csv`). When these are read off the
+confidential file rather than declared in advance, the domain is data-dependent and not
+protected (seed 004 pitfall 19): pass ``regions=``, ``times=``, ``levels=`` to fix it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from privpost.errors import DataError, ReleaseError
+from privpost.queries import QUERIES, Query, _columns, _field, _integer_records, _pos_int
+
+__all__ = ["CellCounts", "load_long_csv", "LongData"]
+
+
+class CellCounts(Query):
+    """Count vectors ``n[r, t, d, :]`` of D categorical features in every (region, time) cell.
+
+    Parameters
+    ----------
+    n_levels : sequence of D ints >= 2
+        ``K_d``, the number of levels of feature ``d``.
+    cell_sizes : array_like of ints >= 0, shape (R, T)
+        Public number of reports in each cell (``R, T >= 1``; total >= 1).
+    columns : sequence of 2 + D names, optional
+        Default ``("region", "time", "x1", ..., "xD")``.
+
+    Records: ``(n, 2 + D)`` integers ``[region, time, x_1, ..., x_D]`` with ``region in 0..R-1``,
+    ``time in 0..T-1``, ``x_d in 0..K_d-1``. :meth:`statistic` also checks that the records'
+    cell sizes equal ``cell_sizes`` (:class:`DataError` otherwise).
+
+    Released: ``dim = R * T * sum_d K_d`` counts, order ``(r, t, d, j)``; :meth:`unflatten`
+    gives them back as a list of D arrays of shape ``(R, T, K_d)``. Sensitivities: see the
+    module docstring (replace-one L1 ``2D``, L2 ``sqrt(2D)``; add/remove ``D``, ``sqrt(D)``).
+    """
+
+    name = "cell_counts"
+    _init_fields = ("n_levels", "cell_sizes", "columns")
+    _required_fields = ("n_levels", "cell_sizes")
+
+    def __init__(self, n_levels, cell_sizes, *, columns=None):
+        if isinstance(n_levels, (str, bytes)) or not hasattr(n_levels, "__iter__"):
+            raise ReleaseError(_field("n_levels"),
+                               f"must be a list of level counts (one per feature), got {n_levels!r}")
+        levels = tuple(_pos_int(j, "n_levels", minimum=2) for j in n_levels)
+        if not levels:
+            raise ReleaseError(_field("n_levels"), "needs at least one feature")
+        if len(levels) > 1000 or sum(levels) > 10**6:
+            raise ReleaseError(_field("n_levels"), "too many features or levels (at most 1000 "
+                               "features and 10^6 levels in total)")
+        self.n_levels = levels
+        self.n_features = len(levels)
+        try:
+            sizes = np.asarray(cell_sizes, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ReleaseError(_field("cell_sizes"), "must be a regions x times table of "
+                               "non-negative integers, e.g. [[12, 0, 7], [3, 5, 9]]") from None
+        if sizes.ndim != 2 or sizes.shape[0] < 1 or sizes.shape[1] < 1:
+            raise ReleaseError(_field("cell_sizes"), "must be a regions x times table (a list of "
+                               f"R >= 1 rows of T >= 1 counts), got shape {sizes.shape}")
+        if not np.all(np.isfinite(sizes)) or np.any(sizes < 0) or np.any(sizes != np.round(sizes)):
+            raise ReleaseError(_field("cell_sizes"), "must hold non-negative integers")
+        if sizes.sum() < 1:
+            raise ReleaseError(_field("cell_sizes"), "the cells hold no report (total must be >= 1)")
+        dim = sizes.size * sum(levels)
+        if dim > 5 * 10**7:
+            raise ReleaseError(_field("cell_sizes"), f"{sizes.shape[0]} x {sizes.shape[1]} cells "
+                               f"x {sum(levels)} levels = {dim} counts is more than 5e7")
+        self.cell_sizes = sizes.astype(np.int64)
+        self.cell_sizes.setflags(write=False)
+        self.n_regions, self.n_times = (int(v) for v in sizes.shape)
+        D = self.n_features
+        self.columns = _columns(columns, ("region", "time") + tuple(f"x{d + 1}" for d in range(D)))
+        self._levels_arr = np.asarray(levels, dtype=np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(levels)[:-1]]).astype(np.int64)
+        self.width = int(sum(levels))          # counts per cell
+        self.dim = int(dim)
+        self.integer = True
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        cols = self.columns
+        return tuple(f"n[{r},{t},{cols[2 + d]}={j}]"
+                     for r in range(self.n_regions) for t in range(self.n_times)
+                     for d, K in enumerate(self.n_levels) for j in range(K))
+
+    @property
+    def n_total(self) -> int:
+        return int(self.cell_sizes.sum())
+
+    # ---- layout helpers ------------------------------------------------------------------
+    def unflatten(self, values) -> list[np.ndarray]:
+        """``(dim,)`` -> list of D arrays ``(R, T, K_d)`` (feature d's counts in every cell)."""
+        v = np.asarray(values, dtype=np.float64).reshape(self.n_regions, self.n_times, self.width)
+        return [v[:, :, o:o + K].copy() for o, K in zip(self._offsets, self.n_levels)]
+
+    def cell_matrix(self, values) -> np.ndarray:
+        """``(dim,)`` -> ``(R * T, sum_d K_d)``: row ``r * T + t`` holds cell (r, t)'s counts."""
+        return np.asarray(values, dtype=np.float64).reshape(self.n_regions * self.n_times,
+                                                            self.width)
+
+    # ---- records -------------------------------------------------------------------------
+    def _coerce(self, records, check):
+        k = 2 + self.n_features
+
+        def shape_ok(a):
+            return a if (a.ndim == 2 and a.shape[1] == k) else None
+        x = _integer_records(records, shape_ok,
+                             f"records: expected shape (n, {k}) (region, time, then "
+                             f"{k - 2} features), got {np.shape(records)}", check)
+        if check and x.size:
+            upper = np.concatenate([[self.n_regions, self.n_times], self._levels_arr])
+            bad = (x < 0) | (x >= upper)
+            if bad.any():
+                row, col = (int(v) for v in np.argwhere(bad)[0])
+                raise DataError(f"records: value {int(x[row, col])} at row {row}, column {col} "
+                                f"({self.columns[col]}) is outside 0..{int(upper[col]) - 1}")
+        return x
+
+    def _t(self, x):
+        n = x.shape[0]
+        out = np.zeros((n, self.dim))
+        if n:
+            cell = x[:, 0] * self.n_times + x[:, 1]
+            idx = cell[:, None] * self.width + self._offsets[None, :] + x[:, 2:]
+            out[np.arange(n)[:, None], idx] = 1.0
+        return out
+
+    def statistic(self, records) -> np.ndarray:
+        """The exact counts, shape ``(dim,)`` (computed without the ``(n, dim)`` one-hot array).
+
+        Raises :class:`DataError` when the records' cell sizes differ from ``cell_sizes``.
+        """
+        x = self.validate_records(records)
+        cell = x[:, 0] * self.n_times + x[:, 1]
+        sizes = np.bincount(cell, minlength=self.n_regions * self.n_times)
+        if not np.array_equal(sizes, self.cell_sizes.ravel()):
+            bad = int(np.flatnonzero(sizes != self.cell_sizes.ravel())[0])
+            r, t = divmod(bad, self.n_times)
+            raise DataError(f"records: cell (region {r}, time {t}) holds {int(sizes[bad])} "
+                            f"reports but the query's public cell_sizes says "
+                            f"{int(self.cell_sizes[r, t])}")
+        idx = (cell[:, None] * self.width + self._offsets[None, :] + x[:, 2:]).ravel()
+        return np.bincount(idx, minlength=self.dim).astype(np.float64)
+
+    def _sensitivity(self, norm, neighbours):
+        D = self.n_features
+        if neighbours == "replace":
+            return 2.0 * D if norm == "l1" else math.sqrt(2.0 * D)
+        return float(D) if norm == "l1" else math.sqrt(D)
+
+    def _params(self):
+        return {"n_levels": self.n_levels, "cell_sizes": self.cell_sizes.tolist(),
+                "columns": self.columns}
+
+    def __repr__(self):
+        return (f"CellCounts(n_levels={self.n_levels!r}, cell_sizes=<{self.n_regions}x"
+                f"{self.n_times}, total {self.n_total}>)")
+
+
+QUERIES[CellCounts.name] = CellCounts
+
+
+# --------------------------------------------------------------------------------------------
+# long-format CSV loader
+# --------------------------------------------------------------------------------------------
+
+class LongData:
+    """Reports read from a long-format table, encoded for :class:`CellCounts`.
+
+    Attributes
+    ----------
+    records : int64 array (n, 2 + D)
+        ``[region index, time index, level index of each feature]``.
+    regions, times : list of str
+        Names of the region / time codes, in index order.
+    levels : list of D lists of str
+        Names of each feature's levels, in index order.
+    features : list of str
+        Feature column names.
+    cell_sizes : int64 array (R, T)
+    """
+
+    def __init__(self, records, regions, times, levels, features, cell_sizes):
+        self.records = records
+        self.regions = regions
+        self.times = times
+        self.levels = levels
+        self.features = features
+        self.cell_sizes = cell_sizes
+
+    def query(self) -> CellCounts:
+        """The :class:`CellCounts` query of these reports (public cell sizes included)."""
+        return CellCounts([len(lv) for lv in self.levels], self.cell_sizes,
+                          columns=["region", "time", *self.features])
+
+    def metadata(self) -> dict[str, Any]:
+        """Public domain names, for the release document's metadata."""
+        return {"regions": self.regions, "times": self.times,
+                "levels": {f: lv for f, lv in zip(self.features, self.levels)}}
+
+
+def _domain(values: np.ndarray, declared, what: str, path) -> tuple[list[str], np.ndarray]:
+    vals = values.astype(str)
+    if declared is None:
+        names = sorted(set(vals.tolist()), key=_natural_key)
+    else:
+        names = [str(v) for v in declared]
+        if len(set(names)) != len(names):
+            raise DataError(f"{what}: the declared values contain duplicates")
+    index = {v: i for i, v in enumerate(names)}
+    codes = np.fromiter((index.get(v, -1) for v in vals.tolist()), dtype=np.int64,
+                        count=vals.size)
+    if np.any(codes < 0):
+        row = int(np.flatnonzero(codes < 0)[0])
+        raise DataError(f"{path}: column {what!r}, row {row + 1}: value {vals[row]!r} is not "
+                        f"among the declared values {names[:10]}{' ...' if len(names) > 10 else ''}")
+    return names, codes
+
+
+def _natural_key(s: str):
+    try:
+        return (0, float(s), s)
+    except ValueError:
+        return (1, 0.0, s)
+
+
+def load_long_csv(path: str | Path, features: Sequence[str], *, region: str = "region",
+                  time: str = "time", regions=None, times=None, levels=None,
+                  max_rows: int = 50_000_000) -> LongData:
+    """Read a long-format CSV/Parquet file of reports: one row per report.
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV (header row required) or Parquet (``.parquet`` / ``.pq``).
+    features : sequence of D column names
+        The categorical feature columns (any values: strings or numbers; each distinct value is
+        a level).
+    region, time : str
+        Column names of the region and time codes (any values).
+    regions, times : sequence, optional
+        The public list of region / time codes (in order). Default: the sorted distinct values
+        in the file (numbers numerically), which makes the domain data-dependent (see the module
+        docstring); cells of the declared grid without a report get size 0.
+    levels : dict feature -> sequence, optional
+        Public levels of some features (default: the sorted distinct values).
+
+    Returns
+    -------
+    LongData
+
+    Raises
+    ------
+    DataError
+        Missing file or column, empty values, a value outside a declared domain, fewer than two
+        levels in a feature, no rows. Messages name the column and the 1-based data row.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    features = [str(f) for f in features]
+    if not features:
+        raise DataError("features: give at least one feature column")
+    cols = [region, time, *features]
+    if len(set(cols)) != len(cols):
+        raise DataError(f"columns must be distinct, got {cols}")
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            frame = pd.read_parquet(path, columns=None)
+        else:
+            frame = pd.read_csv(path, skipinitialspace=True, dtype=str, keep_default_na=False,
+                                na_values=[""], nrows=max_rows + 1)
+    except Exception as exc:  # noqa: BLE001 - pandas raises many types for unreadable files
+        raise DataError(f"{path}: cannot read the file ({exc})") from None
+    missing = [c for c in cols if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; the file has "
+                        f"{', '.join(map(repr, map(str, frame.columns)))}; name them with "
+                        "--region, --time and --feature")
+    if len(frame) == 0:
+        raise DataError(f"{path}: the file has no data rows")
+    if len(frame) > max_rows:
+        raise DataError(f"{path}: more than {max_rows} rows")
+    for c in cols:
+        empty = frame[c].isna().to_numpy()
+        if empty.any():
+            raise DataError(f"{path}: column {c!r}, row {int(np.argmax(empty)) + 1} is empty")
+    levels = dict(levels or {})
+    unknown = sorted(set(levels) - set(features))
+    if unknown:
+        raise DataError(f"levels: {unknown} are not feature columns ({features})")
+    reg_names, reg = _domain(frame[region].to_numpy(), regions, region, path)
+    time_names, tim = _domain(frame[time].to_numpy(), times, time, path)
+    lv_names, codes = [], []
+    for f in features:
+        names, c = _domain(frame[f].to_numpy(), levels.get(f), f, path)
+        if len(names) < 2:
+            raise DataError(f"{path}: feature {f!r} has {len(names)} level(s); a feature needs at "
+                            "least 2 (declare its levels with levels= / --levels)")
+        lv_names.append(names)
+        codes.append(c)
+    records = np.column_stack([reg, tim, *codes]).astype(np.int64)
+    R, T = len(reg_names), len(time_names)
+    sizes = np.bincount(reg * T + tim, minlength=R * T).reshape(R, T).astype(np.int64)
+    return LongData(records, reg_names, time_names, lv_names, features, sizes)

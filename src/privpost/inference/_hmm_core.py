@@ -1,0 +1,297 @@
+"""Compiled inner loops of the HMM samplers (seed 004 App. E): collapsed-A z sweeps, emission
+Dirichlet draws and the record-additive latent-count sweep of the noise-aware sampler.
+
+Layout (every array C-contiguous):
+
+* cells ``c = r * T + t``; ``counts (R*T, W)`` float64, ``W = sum_d K_d``, feature ``d`` in
+  columns ``off[d] .. off[d] + K_d - 1``;
+* ``z (R, T)`` int64 states ``0..K-1``;
+* ``ntr (K+1, K)`` transition counts *from* row *to* column, row ``K`` the dummy start state
+  (``z_{r,-1} = K``), ``nout (K+1,)`` its row sums;
+* ``logtheta (K, W)``: ``log theta^(k,d)_j``;
+* ``use (R*T,)`` 1 where the cell's emissions enter the likelihood (0: held out / ignored).
+
+Everything is deterministic given the ``numpy.random.Generator`` passed in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = ["transition_counts", "emission_loglik", "z_sweep", "state_sums", "dirichlet_blocks",
+           "record_sweep", "draw_transitions"]
+
+
+@njit(cache=True, nogil=True)
+def transition_counts(z, K):
+    """``(ntr (K+1, K), nout (K+1,))`` of the state paths ``z (R, T)`` (start row ``K``)."""
+    R, T = z.shape
+    ntr = np.zeros((K + 1, K))
+    for r in range(R):
+        prev = K
+        for t in range(T):
+            ntr[prev, z[r, t]] += 1.0
+            prev = z[r, t]
+    nout = np.zeros(K + 1)
+    for a in range(K + 1):
+        for b in range(K):
+            nout[a] += ntr[a, b]
+    return ntr, nout
+
+
+@njit(cache=True, nogil=True)
+def emission_loglik(counts, logtheta, use, inv_temp, out):
+    """``out[c, k] = inv_temp * sum_w counts[c, w] * logtheta[k, w]`` (0 where ``use[c] == 0``)."""
+    C, W = counts.shape
+    K = logtheta.shape[0]
+    for c in range(C):
+        for k in range(K):
+            s = 0.0
+            if use[c]:
+                for w in range(W):
+                    x = counts[c, w]
+                    if x != 0.0:
+                        s += x * logtheta[k, w]
+            out[c, k] = inv_temp * s
+
+
+@njit(cache=True, nogil=True)
+def z_sweep(z, ntr, nout, L, alpha, rng):
+    """One systematic-scan Gibbs sweep of ``z`` with ``A`` collapsed (seed 004 Eq. 68).
+
+    ``p(z_{r,t} = k | z_-, ...) ∝ (n_{prev->k} + a) (n_{k->next} + [prev = k = next] + a)
+    / (n_{k->.} + [prev = k] + K a) * exp(L[c, k])``, counts excluding both transitions of
+    ``z_{r,t}``; the second factor is dropped at the last time step; the first factor's
+    denominator does not depend on ``k``. ``ntr``/``nout`` are kept up to date in place.
+    """
+    R, T = z.shape
+    K = ntr.shape[1]
+    Ka = K * alpha
+    lp = np.empty(K)
+    for r in range(R):
+        for t in range(T):
+            c = r * T + t
+            old = z[r, t]
+            prev = K if t == 0 else z[r, t - 1]
+            nxt = z[r, t + 1] if t + 1 < T else -1
+            ntr[prev, old] -= 1.0
+            nout[prev] -= 1.0
+            if nxt >= 0:
+                ntr[old, nxt] -= 1.0
+                nout[old] -= 1.0
+            m = -np.inf
+            for k in range(K):
+                v = math.log(ntr[prev, k] + alpha) + L[c, k]
+                if nxt >= 0:
+                    same = 1.0 if (prev == k and k == nxt) else 0.0
+                    stay = 1.0 if prev == k else 0.0
+                    v += math.log(ntr[k, nxt] + same + alpha) - math.log(nout[k] + stay + Ka)
+                lp[k] = v
+                if v > m:
+                    m = v
+            tot = 0.0
+            for k in range(K):
+                lp[k] = math.exp(lp[k] - m)
+                tot += lp[k]
+            u = rng.random() * tot
+            new = K - 1
+            acc = 0.0
+            for k in range(K):
+                acc += lp[k]
+                if u < acc:
+                    new = k
+                    break
+            z[r, t] = new
+            ntr[prev, new] += 1.0
+            nout[prev] += 1.0
+            if nxt >= 0:
+                ntr[new, nxt] += 1.0
+                nout[new] += 1.0
+
+
+@njit(cache=True, nogil=True)
+def state_sums(z, counts, use, K):
+    """``S[k, w] = sum over used cells with z = k of counts[c, w]``, shape ``(K, W)``."""
+    R, T = z.shape
+    W = counts.shape[1]
+    S = np.zeros((K, W))
+    for r in range(R):
+        for t in range(T):
+            c = r * T + t
+            if use[c]:
+                k = z[r, t]
+                for w in range(W):
+                    S[k, w] += counts[c, w]
+    return S
+
+
+@njit(cache=True, nogil=True)
+def dirichlet_blocks(conc, off, levels, rng, out):
+    """``out[k, block d] ~ Dirichlet(conc[k, block d])`` for every state and feature block
+    (normalised standard Gamma draws, drawn in (k, w) order)."""
+    K, W = conc.shape
+    D = off.shape[0]
+    for k in range(K):
+        for w in range(W):
+            out[k, w] = rng.standard_gamma(conc[k, w])
+        for d in range(D):
+            s = 0.0
+            for j in range(levels[d]):
+                s += out[k, off[d] + j]
+            if s > 0.0:
+                for j in range(levels[d]):
+                    out[k, off[d] + j] /= s
+            else:        # every Gamma draw underflowed (tiny concentrations): one-hot at random
+                pick = int(rng.random() * levels[d])
+                for j in range(levels[d]):
+                    out[k, off[d] + j] = 1.0 if j == pick else 0.0
+
+
+@njit(cache=True, nogil=True)
+def draw_transitions(ntr, alpha, rng):
+    """Rows of ``A`` given the paths: ``A[a, :] ~ Dirichlet(alpha + ntr[a, :])`` (row K: start)."""
+    Kp1, K = ntr.shape
+    A = np.empty((Kp1, K))
+    for a in range(Kp1):
+        s = 0.0
+        for b in range(K):
+            A[a, b] = rng.standard_gamma(alpha + ntr[a, b])
+            s += A[a, b]
+        for b in range(K):
+            A[a, b] /= s
+    return A
+
+
+@njit(cache=True, nogil=True)
+def record_sweep(records, start, z, theta, off, levels, counts, obs, inv_scale, l2, use, rng):
+    """One sweep of record-additive MH over every latent record (Ju et al., seed 000, Alg. 1).
+
+    ``records (N, D)`` int64 latent level of each record and feature, records of cell ``c`` in
+    rows ``start[c] .. start[c+1]-1``; ``counts (R*T, W)`` their running counts (updated in
+    place); ``obs (R*T, W)`` the noisy counts. For record ``i`` in cell ``c`` and feature ``d``
+    a level ``b ~ theta[z_c, block d]`` is proposed (independent of the current level ``a``);
+    because the proposal is the record's prior given ``z, theta``, the acceptance ratio is the
+    noise-density ratio ``g(obs | counts - e_a + e_b) / g(obs | counts)``, which involves the two
+    coordinates ``a, b`` of the block only: Laplace-family ``l2 = False``:
+    ``-(|o - n'| - |o - n|) * inv_scale`` summed over them; Gaussian-family ``l2 = True``:
+    ``-((o - n')^2 - (o - n)^2) * inv_scale`` with ``inv_scale = 1 / (2 sigma^2)``.
+    Cells with ``use[c] == 0`` are skipped. Returns the number of accepted level changes.
+    """
+    R, Tt = z.shape
+    D = off.shape[0]
+    accepted = 0
+    for c in range(R * Tt):
+        if not use[c]:
+            continue
+        k = z[c // Tt, c % Tt]
+        for d in range(D):
+            o = off[d]
+            Kd = levels[d]
+            for i in range(start[c], start[c + 1]):
+                u = rng.random()
+                b = Kd - 1
+                acc = 0.0
+                for j in range(Kd):
+                    acc += theta[k, o + j]
+                    if u < acc:
+                        b = j
+                        break
+                a = records[i, d]
+                if b == a:
+                    continue
+                ia = o + a
+                ib = o + b
+                na = counts[c, ia]
+                nb = counts[c, ib]
+                oa = obs[c, ia]
+                ob = obs[c, ib]
+                if l2:
+                    delta = ((oa - na + 1.0) ** 2 - (oa - na) ** 2
+                             + (ob - nb - 1.0) ** 2 - (ob - nb) ** 2)
+                else:
+                    delta = (abs(oa - na + 1.0) - abs(oa - na)
+                             + abs(ob - nb - 1.0) - abs(ob - nb))
+                logr = -delta * inv_scale
+                if logr >= 0.0 or math.log(rng.random()) < logr:
+                    records[i, d] = b
+                    counts[c, ia] = na - 1.0
+                    counts[c, ib] = nb + 1.0
+                    accepted += 1
+    return accepted
+
+
+@njit(cache=True, nogil=True)
+def dirichlet_box_reject(conc, a0, max_proposals, rng, out):
+    """Exact ``Dirichlet(conc)`` draw restricted to ``{p : p_j >= a0}`` by rejection, at most
+    ``max_proposals`` proposals. Writes ``out (J,)`` and returns True on success, False (``out``
+    untouched) when every proposal fell outside the box."""
+    J = conc.shape[0]
+    g = np.empty(J)
+    for _ in range(max_proposals):
+        tot = 0.0
+        for j in range(J):
+            g[j] = rng.standard_gamma(conc[j])
+            tot += g[j]
+        if not tot > 0.0:
+            continue
+        ok = True
+        for j in range(J):
+            if g[j] / tot < a0:
+                ok = False
+                break
+        if ok:
+            for j in range(J):
+                out[j] = g[j] / tot
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def ffbs(z, A, L, rng):
+    """Forward filtering, backward sampling of every region's path ``z[r, :]`` given the
+    transition rows ``A (K+1, K)`` (row ``K``: start distribution) and the emission
+    log-likelihoods ``L (R*T, K)``: an exact draw of ``z | A, theta, counts``."""
+    R, T = z.shape
+    K = A.shape[1]
+    logA = np.log(A)
+    f = np.empty((T, K))
+    w = np.empty(K)
+    for r in range(R):
+        for k in range(K):
+            f[0, k] = logA[K, k] + L[r * T, k]
+        for t in range(1, T):
+            for k in range(K):
+                m = -np.inf
+                for j in range(K):
+                    v = f[t - 1, j] + logA[j, k]
+                    if v > m:
+                        m = v
+                s = 0.0
+                if m > -np.inf:
+                    for j in range(K):
+                        s += math.exp(f[t - 1, j] + logA[j, k] - m)
+                    f[t, k] = m + math.log(s) + L[r * T + t, k]
+                else:
+                    f[t, k] = -np.inf
+        for t in range(T - 1, -1, -1):
+            m = -np.inf
+            for k in range(K):
+                w[k] = f[t, k] if t == T - 1 else f[t, k] + logA[k, z[r, t + 1]]
+                if w[k] > m:
+                    m = w[k]
+            tot = 0.0
+            for k in range(K):
+                w[k] = math.exp(w[k] - m)
+                tot += w[k]
+            u = rng.random() * tot
+            pick = K - 1
+            acc = 0.0
+            for k in range(K):
+                acc += w[k]
+                if u < acc:
+                    pick = k
+                    break
+            z[r, t] = pick

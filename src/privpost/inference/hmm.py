@@ -1,0 +1,478 @@
+"""Samplers for the HMM over (region, time) cells (Foulds et al., seed 004 §4–5, App. E).
+
+``privpost.infer(HiddenMarkovNB(...), cell_counts_release, method=...)`` dispatches here:
+
+* ``"naive"`` -- the paper's *Laplace* method: the noisy counts, projected to ``>= 0``
+  (post-processing), are used as if they were the exact counts ``n[r, t, d, :]`` in the
+  partially collapsed Gibbs sampler (``A`` integrated out, Eq. 68; ``theta`` drawn, Eq. 69).
+  Privacy: the release's ε, whatever the number of iterations (no convergence needed). The
+  posterior is *not* ``p(theta | release)``: the noise is ignored (``exact=False``).
+* ``"damcmc"`` -- noise-aware and exact for ``p(z, theta | release)``: the cells' true reports
+  are latent; each Gibbs iteration sweeps every latent report with record-additive proposals
+  from the current state's emission distribution (Ju et al., seed 000, Alg. 1: the acceptance
+  ratio is the noise-density ratio on the two changed counts), then makes the same ``z`` and
+  ``theta`` Gibbs moves as ``naive`` on the imputed counts. The raw noisy counts are used (no
+  projection). Target::
+
+      p(z, theta, x | obs) ∝ p(z) p(theta) prod_i theta^{z(i)}(x_i) * g(obs | counts(x))
+
+  with ``p(z)`` the Dirichlet-multinomial (collapsed ``A``) path probability and ``g`` the
+  mechanism's noise density; its ``(z, theta)`` marginal is the private posterior.
+* ``"ops"`` -- one-posterior-sample mechanism run on the *confidential* reports (``records=``
+  required, a simulation-study tool like :mod:`privpost.inference.ops`): Gibbs on the tempered
+  posterior with every emission distribution truncated to ``theta_j >= a0_d = 1 / (M K_d)``.
+* ``"nonprivate"`` -- the same Gibbs sampler on the exact counts of ``records=``.
+
+OPS privacy (derivation)
+------------------------
+On the truncated set every ``theta^(k,d)_j`` lies in ``[a0_d, 1 - (K_d - 1) a0_d]``, so for a
+report ``|log p(x | z, theta) - log p(x' | z, theta)| <= C = sum_d log((1 - (K_d-1) a0_d)/a0_d)
+= sum_d log(K_d (M - 1) + 1)`` (extract §3.4; the cell of a report is public, ``z`` is a
+parameter). One exact draw of ``(z, theta)`` from ``pi_T ∝ p(z) p(theta) prod p(x|z, theta)^{1/T}``
+restricted to the truncated set is ``2C/T``-DP (:mod:`privpost.inference.ops`, Theorem 2);
+``T = max(1, 2C/eps)``. Tempering convention: the likelihood only (``temper_prior=False`` in
+:mod:`ops` terms) -- the prior cancels in the privacy ratio, and the collapsed path prior
+``p(z)`` has no conjugate power form. The Gibbs sampler reaches ``pi_T`` only at convergence,
+which cannot be certified (extract pitfall 6); **without** convergence each update of one
+``z_{r,t}`` is an exponential mechanism costing ``2C/T`` for that cell's reports (cells in
+parallel: a sweep of ``z`` costs ``2C/T``) and each ``theta`` update ``2C/T`` (features in
+sequence, states in parallel given the public ``z``), i.e. ``2 * 2C/T`` per iteration and
+``I * 2 * 2C/T`` for ``I`` iterations -- the paper's ``eps^Gibbs <= 400 eps`` at ``I = 200``.
+:func:`privpost.accounting.private_gibbs_cost` computes both; both are in ``Posterior.notes``
+and ``chain_stats``.
+
+Truncated Dirichlet draws (pitfall 13): an exact rejection draw from the untruncated Dirichlet
+(:func:`privpost.inference.ops.truncated_dirichlet`'s method, at most ``tries`` batches); when
+the box is too improbable for that, pairwise moves from the current value: for a pair ``(i, j)``
+with ``s = p_i + p_j`` fixed, ``p_i / s ~ Beta(c_i, c_j)`` truncated to ``[a0/s, 1 - a0/s]``
+(an exact Gibbs update of the truncated Dirichlet, :func:`~privpost.inference.ops.truncated_beta`).
+Both leave the truncated Dirichlet invariant (the rejection attempt succeeds with a
+state-independent probability), so the chain's target is exact; unlike the paper's sequential
+truncated Betas, no component's constraint is dropped.
+
+Options (all methods): ``draws`` (default 100), ``warmup`` (default 100: the paper's 200
+iterations, first 100 burn-in), ``chains`` (default 1), ``seed``, ``progress``, ``heldout``
+(``(R, T)`` bool mask of cells whose reports are left out of the likelihood, for held-out
+evaluation), ``keep_counts`` (damcmc: store the imputed counts, default False), ``diagnose``
+(default True: R-hat/ESS check with a warning; False skips it, e.g. inside studies),
+``z_sampler`` (``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
+paper's, default; ``"ffbs"``: draw ``A | z`` then each region's whole path by forward filtering,
+backward sampling -- a blocked Gibbs sampler of ``(A, z, theta)`` with the same ``(z, theta)``
+marginal, tested against the same enumeration). ``damcmc``:
+``record_sweeps`` (default 1). ``ops``: ``records`` (required), ``epsilon`` (default: the
+release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
+``"all"``: every post-warm-up draw, covered by the worst-case bound only).
+Chains are aligned to chain 0 by a state permutation (post-processing, label switching) and the
+states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from privpost._rng import as_generator
+from privpost.errors import IncompatibleError, PrivpostError
+from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
+                                              reject_unknown)
+
+__all__ = ["run_method", "gibbs_chain", "ops_bound_hmm", "truncated_dirichlet_step",
+           "state_probabilities", "modal_states"]
+
+_METHODS = ("naive", "damcmc", "ops", "nonprivate")
+_MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
+
+
+def _core():
+    from privpost.inference import _hmm_core
+    return _hmm_core
+
+
+# ------------------------------------------------------------------------------------------
+# truncated Dirichlet update
+# ------------------------------------------------------------------------------------------
+
+def truncated_dirichlet_step(rng, conc, a0, current, tries: int = 1, sweeps: int = 3):
+    """One update leaving ``Dirichlet(conc)`` restricted to ``{p : p_j >= a0}`` invariant.
+
+    ``conc (J,)``, ``current (J,)`` in the box. First up to ``256 * tries`` exact rejection
+    proposals (compiled); if none is accepted, ``sweeps`` sweeps of exact pairwise truncated-Beta
+    Gibbs moves started at ``current`` (see the module docstring). Returns ``(J,)``.
+    """
+    from privpost.inference.ops import truncated_beta
+
+    conc = np.ascontiguousarray(conc, dtype=np.float64)
+    J = conc.size
+    out = np.empty(J)
+    if tries > 0 and _core().dirichlet_box_reject(conc, float(a0), 256 * int(tries), rng, out):
+        return out
+    p = np.array(current, dtype=np.float64)
+    for _ in range(sweeps):
+        order = rng.permutation(J)
+        for a in range(J):
+            i, j = int(order[a]), int(order[(a + 1) % J])
+            if i == j:
+                continue
+            s = p[i] + p[j]
+            lo, hi = a0 / s, 1.0 - a0 / s
+            if not hi > lo:
+                continue
+            u = float(truncated_beta(rng, conc[i], conc[j], lo, hi))
+            p[i], p[j] = u * s, (1.0 - u) * s
+    return p
+
+
+def ops_bound_hmm(n_levels, M: float) -> tuple[float, list[float]]:
+    """``(C, a0_d)``: the per-report log-likelihood range on the truncated set and the
+    truncation of each feature, ``a0_d = 1/(M K_d)``, ``C = sum_d log(K_d (M - 1) + 1)``
+    (padded up by a relative 1e-12 for the rounding of ``log``)."""
+    M = float(M)
+    if not (M > 1 and math.isfinite(M)):
+        raise PrivpostError(f"M (truncation multiplier, a0 = 1/(M K_d)) must be > 1, got {M!r}")
+    a0 = [1.0 / (M * K) for K in n_levels]
+    C = sum(math.log(K * (M - 1.0) + 1.0) for K in n_levels)
+    return C * (1 + 1e-12), a0
+
+
+# ------------------------------------------------------------------------------------------
+# the Gibbs chain
+# ------------------------------------------------------------------------------------------
+
+def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=1.0,
+                trunc=None, latent=None, keep_counts=False, progress=None,
+                z_sampler="collapsed"):
+    """One chain of the partially collapsed Gibbs sampler.
+
+    Parameters
+    ----------
+    model : HiddenMarkovNB
+    counts : (R*T, W) float64
+        Counts used by the ``z``/``theta`` moves (naive: projected noisy counts; damcmc: the
+        initial imputed counts, updated in place; nonprivate/ops: exact counts).
+    use : (R*T,) int64, 1 where a cell's emissions enter the likelihood.
+    shape : (R, T)
+    iterations, warmup : ints; draws kept = iterations - warmup.
+    inv_temp : 1/T for OPS (emission log-likelihood and Dirichlet counts scaled).
+    trunc : None or list of D truncations ``a0_d`` (OPS).
+    latent : None or dict(records (N, D) int64, start (R*T+1,), obs (R*T, W), inv_scale, l2,
+        sweeps) -- the damcmc record sweeps.
+    z_sampler : "collapsed" (Eq. 68 single-site, A integrated out; the paper's) or "ffbs"
+        (A | z drawn, then every region's path by forward filtering, backward sampling: blocked
+        Gibbs on (A, z, theta), same (z, theta) marginal target).
+
+    Returns
+    -------
+    dict: ``theta (S, K, W)``, ``pi (S, K)``, ``A (S, K, K)``, ``z (S, R, T)``, optionally
+    ``counts (S, R*T, W)``, and ``accept_rate`` (damcmc).
+    """
+    core = _core()
+    R, T = shape
+    K = model.n_states
+    W = model.width
+    off, levels = model.offsets, model.levels_arr
+    beta, alpha = model.beta, model.alpha
+    kept = iterations - warmup
+    z = rng.integers(0, K, size=(R, T)).astype(np.int64)
+    ntr, nout = core.transition_counts(z, K)
+    theta = np.empty((K, W))
+    out = {"theta": np.empty((kept, K, W)), "pi": np.empty((kept, K)),
+           "A": np.empty((kept, K, K)), "z": np.empty((kept, R, T), dtype=np.int64)}
+    if keep_counts:
+        out["counts"] = np.empty((kept, R * T, W))
+    L = np.empty((R * T, K))
+    n_acc = n_prop = 0
+
+    def draw_theta():
+        S = core.state_sums(z, counts, use, K)
+        conc = beta + inv_temp * S
+        if trunc is None:
+            core.dirichlet_blocks(conc, off, levels, rng, theta)
+            return
+        for k in range(K):
+            for d in range(len(levels)):
+                blk = slice(int(off[d]), int(off[d] + levels[d]))
+                theta[k, blk] = truncated_dirichlet_step(rng, conc[k, blk], trunc[d],
+                                                         theta[k, blk])
+
+    if trunc is not None:       # start inside the truncated set: the uniform point
+        for d in range(len(levels)):
+            theta[:, off[d]:off[d] + levels[d]] = 1.0 / levels[d]
+    draw_theta()
+    for it in range(iterations):
+        if latent is not None:
+            for _ in range(latent["sweeps"]):
+                n_acc += core.record_sweep(latent["records"], latent["start"], z, theta, off,
+                                           levels, counts, latent["obs"], latent["inv_scale"],
+                                           latent["l2"], use, rng)
+                n_prop += latent["records"].size
+        with np.errstate(divide="ignore"):
+            logtheta = np.log(theta)
+        core.emission_loglik(counts, logtheta, use, inv_temp, L)
+        if z_sampler == "ffbs":
+            core.ffbs(z, core.draw_transitions(ntr, alpha, rng), L, rng)
+            ntr, nout = core.transition_counts(z, K)
+        else:
+            core.z_sweep(z, ntr, nout, L, alpha, rng)
+        draw_theta()
+        if it >= warmup:
+            s = it - warmup
+            A = core.draw_transitions(ntr, alpha, rng)
+            out["theta"][s] = theta
+            out["pi"][s] = A[K]
+            out["A"][s] = A[:K]
+            out["z"][s] = z
+            if keep_counts:
+                out["counts"][s] = counts
+        if progress is not None:
+            progress(it)
+    if latent is not None:
+        out["accept_rate"] = n_acc / max(n_prop, 1)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# state summaries (post-processing of a Posterior from these samplers)
+# ------------------------------------------------------------------------------------------
+
+def state_probabilities(post) -> np.ndarray:
+    """Posterior probability of each state in each cell, ``(R, T, K)``, from the sampled
+    paths ``post.sample_stats["z"] (chains, draws, R, T)`` (chains aligned by the sampler)."""
+    z = np.asarray(post.sample_stats["z"]).astype(np.int64)
+    K = int(post.draws["pi"].shape[-1])
+    z = z.reshape(-1, *z.shape[2:])
+    return np.stack([(z == k).mean(axis=0) for k in range(K)], axis=-1)
+
+
+def modal_states(post) -> np.ndarray:
+    """The most frequent state of each cell over the kept draws, ``(R, T)`` int (the paper's
+    visualisation: the modal assignment over iterations 101-200)."""
+    return np.argmax(state_probabilities(post), axis=-1)
+
+
+# ------------------------------------------------------------------------------------------
+# method entry point
+# ------------------------------------------------------------------------------------------
+
+def _heldout_mask(heldout, shape):
+    if heldout is None:
+        return np.ones(shape[0] * shape[1], dtype=np.int64)
+    h = np.asarray(heldout)
+    if h.dtype != bool or h.shape != tuple(shape):
+        raise PrivpostError(f"heldout must be a boolean array of shape (regions, times) = "
+                            f"{tuple(shape)}, got {h.dtype} {h.shape}")
+    return (~h).ravel().astype(np.int64)
+
+
+def _align(chains_out, K):
+    """Permute the states of chains 1.. to best match chain 0 (mean emission distance)."""
+    from scipy.optimize import linear_sum_assignment
+
+    ref = chains_out[0]["theta"].mean(axis=0)
+    for c in chains_out[1:]:
+        m = c["theta"].mean(axis=0)
+        cost = np.abs(ref[:, None, :] - m[None, :, :]).sum(axis=2)
+        _, perm = linear_sum_assignment(cost)      # new state k = old state perm[k]
+        inv = np.argsort(perm)
+        c["theta"] = c["theta"][:, perm]
+        c["pi"] = c["pi"][:, perm]
+        c["A"] = c["A"][:, perm][:, :, perm]
+        c["z"] = inv[c["z"]]
+
+
+def _latent_init(counts_noisy, sizes, model, rng):
+    """Initial latent reports: per cell and feature, a multinomial draw of the cell size with
+    probabilities ∝ max(noisy count, 0) + 0.1 (any start is valid)."""
+    C = sizes.size
+    D = model.n_features
+    start = np.concatenate([[0], np.cumsum(sizes.ravel())]).astype(np.int64)
+    recs = np.empty((int(start[-1]), D), dtype=np.int64)
+    counts = np.zeros((C, model.width))
+    for c in range(C):
+        N = int(start[c + 1] - start[c])
+        if N == 0:
+            continue
+        for d in range(D):
+            o, J = int(model.offsets[d]), int(model.n_levels[d])
+            p = np.maximum(counts_noisy[c, o:o + J], 0.0) + 0.1
+            n = rng.multinomial(N, p / p.sum())
+            recs[start[c]:start[c + 1], d] = np.repeat(np.arange(J), n)
+            counts[c, o:o + J] = n
+    return recs, start, counts
+
+
+def _noise(release):
+    mech = release.mechanism
+    name = getattr(mech, "name", "")
+    scale = float(mech.scale)
+    if name in ("laplace", "discrete_laplace"):
+        return 1.0 / scale, False
+    if name in ("gaussian", "discrete_gaussian"):
+        return 1.0 / (2.0 * scale * scale), True
+    raise IncompatibleError(f"the HMM samplers need additive noise (laplace, gaussian or their "
+                            f"discrete versions) on the counts, not {name!r}")
+
+
+def _diagnose(post, method):
+    """Warn loudly when split R-hat > 1.01 (several chains) or bulk/tail ESS < 400 for pi, A or
+    theta; the warning is also appended to ``post.notes``."""
+    import logging
+
+    if post.n_draws < 4:
+        return
+    log = logging.getLogger("arviz")
+    old = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tab = post.summary()
+    except Exception:  # noqa: BLE001 - diagnostics must not break a result
+        return
+    finally:
+        log.setLevel(old)
+    rh = tab["r_hat"].to_numpy(dtype=float)
+    rhat = float(np.nanmax(rh)) if np.isfinite(rh).any() else float("nan")
+    ess = float(np.nanmin(tab[["ess_bulk", "ess_tail"]].to_numpy(dtype=float)))
+    bad_rhat = math.isfinite(rhat) and rhat > 1.01
+    if bad_rhat or not (ess >= 400):
+        rtxt = f"max R-hat {rhat:.3f} (want <= 1.01)" if math.isfinite(rhat) else \
+            "R-hat unavailable (one chain)"
+        msg = (f"{method} (hmm): not converged by the Stan/ArviZ standard: {rtxt}, min ESS "
+               f"{ess:.0f} (want >= 400) over pi, A and theta; run more draws/warmup or chains "
+               f"(states are aligned across chains, but label switching within a chain also "
+               f"shows here)")
+        warnings.warn(msg, stacklevel=3)
+        post.notes.append("WARNING: " + msg)
+
+
+def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, chains: int = 1,
+               seed=None, progress: bool = False, heldout=None, keep_counts: bool = False,
+               record_sweeps: int = 1, records=None, epsilon=None, M: float = 10.0,
+               keep: str = "last", diagnose: bool = True, z_sampler: str = "collapsed",
+               **options):
+    """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
+    :class:`~privpost.cell_counts.CellCounts` release (module docstring)."""
+    from privpost.accounting import private_gibbs_cost
+
+    if method not in _METHODS:
+        raise IncompatibleError(f"method {method!r} is not available for the HMM; use one of "
+                                f"{', '.join(_METHODS)}")
+    reject_unknown(method, options)
+    draws, warmup, chains = check_sampler_options(draws, warmup, chains)
+    if z_sampler not in ("collapsed", "ffbs"):
+        raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's) or 'ffbs', "
+                            f"got {z_sampler!r}")
+    if release is None:
+        raise IncompatibleError(f"{method} for the HMM needs the cell_counts release (its public "
+                                "cell sizes define the grid)")
+    model.check_query(release.query)
+    q = release.query
+    R, T = q.n_regions, q.n_times
+    use = _heldout_mask(heldout, (R, T))
+    rng = as_generator(seed)
+    obs = q.cell_matrix(release.observed)
+    notes: list[str] = []
+    latent_tpl = None
+    inv_temp, trunc, exact = 1.0, None, False
+    if method in ("ops", "nonprivate"):
+        if records is None:
+            raise IncompatibleError(f"{method} needs the confidential reports (records=): it is "
+                                    "a simulation-study baseline, not inference from a release")
+        counts0 = q.cell_matrix(q.statistic(records))
+    if method == "naive":
+        counts0 = np.maximum(obs, 0.0)
+        notes.append("naive (Foulds et al.'s Laplace method): noisy counts projected to >= 0 and "
+                     "used as exact counts in the partially collapsed Gibbs sampler; the noise "
+                     "is ignored, so this is not p(z, theta | release)")
+        notes.append(f"privacy: the release's {release.privacy} for any number of iterations")
+    elif method == "nonprivate":
+        notes.append("nonprivate: exact counts of the confidential reports (no privacy)")
+        exact = True
+    elif method == "damcmc":
+        inv_scale, l2 = _noise(release)
+        cells_total = int(q.cell_sizes.sum()) * model.n_features
+        if cells_total > _MAX_LATENT:
+            raise PrivpostError(f"damcmc imputes every report: {q.n_total} reports x "
+                                f"{model.n_features} features = {cells_total} latent values is "
+                                f"more than {_MAX_LATENT:.0e}; use method='naive' for data this "
+                                "large (where the noise is small relative to the counts)")
+        record_sweeps = int(record_sweeps)
+        if record_sweeps < 1:
+            raise PrivpostError(f"record_sweeps must be an integer >= 1, got {record_sweeps}")
+        latent_tpl = dict(obs=np.ascontiguousarray(obs), inv_scale=inv_scale, l2=l2,
+                          sweeps=record_sweeps)
+        exact = True
+        notes.append("damcmc (hmm): latent reports imputed by record-additive MH (proposals "
+                     "from the current state's emissions), exact for p(z, theta | release)")
+    elif method == "ops":
+        if keep not in ("last", "all"):
+            raise PrivpostError(f"keep must be 'last' or 'all', got {keep!r}")
+        if epsilon is None:
+            priv = release.privacy
+            if priv.kind != "pure" or priv.neighbours != "replace":
+                raise PrivpostError("OPS needs epsilon= (the release's guarantee is not pure "
+                                    "ε-DP under replace-one neighbours)")
+            epsilon = priv.epsilon
+        epsilon = float(epsilon)
+        if not (epsilon > 0 and math.isfinite(epsilon)):
+            raise PrivpostError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        C, trunc = ops_bound_hmm(model.n_levels, M)
+        Temp = max(1.0, 2.0 * C / epsilon)
+        inv_temp = 1.0 / Temp
+        eps_update = 2.0 * C / Temp
+        cost = private_gibbs_cost(eps_update, updates_per_iteration=2,
+                                  iterations=warmup + draws)
+        notes.append(f"ops (hmm): Gibbs on the tempered (T = {Temp:.6g}, likelihood only) "
+                     f"posterior with emissions truncated at a0_d = 1/({M:g} K_d); per-report "
+                     f"log-likelihood range C = {C:.6g}")
+        notes.append(f"privacy at convergence: one sample is {eps_update:.6g}-DP (replace-one); "
+                     f"worst case without convergence (every update an exponential mechanism, "
+                     f"2 per iteration x {warmup + draws} iterations): {cost.epsilon:.6g}-DP")
+        if keep == "all":
+            notes.append("keep='all': every post-warm-up draw is returned; only the worst-case "
+                         "guarantee covers them")
+        ops_info = {"temperature": Temp, "C": C, "epsilon_converged": eps_update,
+                    "epsilon_worst_case": cost.epsilon}
+
+    iterations = warmup + draws
+    prog = Progress(chains * iterations, progress, f"hmm {method}")
+    results = []
+    for ch in range(chains):
+        crng = np.random.default_rng(rng.integers(2**63))
+        counts = counts0.copy() if latent_tpl is None else None
+        latent = None
+        if latent_tpl is not None:
+            recs, start, counts = _latent_init(obs, q.cell_sizes, model, crng)
+            latent = dict(latent_tpl, records=recs, start=start)
+        results.append(gibbs_chain(
+            model, np.ascontiguousarray(counts), use, (R, T), iterations=iterations,
+            warmup=warmup, rng=crng, inv_temp=inv_temp, trunc=trunc, latent=latent,
+            keep_counts=keep_counts, z_sampler=z_sampler,
+            progress=lambda it, ch=ch: prog.update(ch * iterations + it)))
+    if chains > 1:
+        _align(results, model.n_states)
+        notes.append("chains aligned to chain 0 by a state permutation (label switching)")
+    if method == "ops" and keep == "last":
+        for r in results:
+            for key in ("theta", "pi", "A", "z", "counts"):
+                if key in r:
+                    r[key] = r[key][-1:]
+    draws_out = {"pi": np.stack([r["pi"] for r in results]),
+                 "A": np.stack([r["A"] for r in results])}
+    theta = np.stack([r["theta"] for r in results])
+    draws_out.update(model.split_theta(theta))
+    stats = {"z": np.stack([r["z"] for r in results]).astype(np.float64)}
+    chain_stats = {}
+    if keep_counts:
+        stats["counts"] = np.stack([r["counts"] for r in results])
+    if method == "damcmc":
+        chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
+    if method == "ops":
+        chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
+    post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
+                          chain_stats=chain_stats)
+    if diagnose and not (method == "ops" and keep == "last"):
+        _diagnose(post, method)
+    return post

@@ -1,0 +1,338 @@
+"""HMM samplers (seed 004 §4–5) against exact enumeration on tiny cases.
+
+Label-invariant targets (the prior is symmetric in the states): P(z_a == z_b), the imputed
+true counts E[n_c] (damcmc), and E[theta_{z_0}] (the emission distribution of the first
+cell's state). Exact values: enumerate the state paths (and the true counts), with A and theta
+integrated analytically (Dirichlet-multinomial). Tolerances: |z| < 4 against MCSE from ArviZ's
+ESS; every test also checks that a wrong target is rejected (|z| > 4).
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import gammaln
+
+import privpost as pp
+from privpost.cell_counts import CellCounts
+from privpost.mechanisms import Laplace
+from privpost.models.hmm import HiddenMarkovNB
+from privpost.release import Release
+
+
+def _log_polya_paths(z, K, alpha):
+    """log p(z) with the start row and the transition rows integrated (Dirichlet(alpha))."""
+    ntr = np.zeros((K + 1, K))
+    for row in np.atleast_2d(z):
+        prev = K
+        for k in row:
+            ntr[prev, k] += 1
+            prev = k
+    lp = 0.0
+    for a in range(K + 1):
+        lp += gammaln(K * alpha) - gammaln(K * alpha + ntr[a].sum())
+        lp += np.sum(gammaln(alpha + ntr[a]) - gammaln(alpha))
+    return lp
+
+
+def _log_dirmult(S, beta):
+    """log of int prod_j theta_j^{S_j} Dirichlet(theta; beta) dtheta."""
+    J = S.size
+    return (gammaln(J * beta) - J * gammaln(beta) + np.sum(gammaln(beta + S))
+            - gammaln(J * beta + S.sum()))
+
+
+def _enumerate(counts_options, K, alpha, beta, sizes):
+    """Exact posterior expectations of the label-invariant targets, one feature.
+
+    ``counts_options``: per cell, a list of (count vector, log weight) -- the true-count
+    hypotheses and their log noise likelihood (+ log multinomial coefficient)."""
+    C = len(counts_options)
+    tot = 0.0
+    acc = {"same01": 0.0, "same12": 0.0, "theta_z0": None, "counts": [0.0] * C}
+    logw_all, items = [], []
+    for z in itertools.product(range(K), repeat=C):
+        lpz = _log_polya_paths(np.array(z), K, alpha)
+        for choice in itertools.product(*[range(len(o)) for o in counts_options]):
+            cnt = [counts_options[c][i][0] for c, i in enumerate(choice)]
+            lw = lpz + sum(counts_options[c][i][1] for c, i in enumerate(choice))
+            for k in range(K):
+                S = sum((cnt[c] for c in range(C) if z[c] == k), np.zeros_like(cnt[0]))
+                lw += _log_dirmult(S, beta)
+            S0 = sum((cnt[c] for c in range(C) if z[c] == z[0]), np.zeros_like(cnt[0]))
+            th = (beta + S0) / (beta * S0.size + S0.sum())
+            logw_all.append(lw)
+            items.append((z, cnt, th))
+    logw = np.array(logw_all)
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    for wi, (z, cnt, th) in zip(w, items):
+        tot += wi
+        acc["same01"] += wi * (z[0] == z[1])
+        acc["same12"] += wi * (z[1] == z[2])
+        acc["theta_z0"] = wi * th if acc["theta_z0"] is None else acc["theta_z0"] + wi * th
+        for c in range(C):
+            acc["counts"][c] = acc["counts"][c] + wi * cnt[c]
+    return acc
+
+
+def _mcse_z(samples, exact):
+    """z-score of the chain mean of ``samples (chains, draws)`` against ``exact``."""
+    import arviz as az
+
+    x = np.asarray(samples, dtype=float)
+    if np.ptp(x) == 0:
+        return 0.0 if x.flat[0] == exact else np.inf
+    ess = float(az.ess(x))
+    se = x.std(ddof=1) / np.sqrt(ess)
+    return (x.mean() - exact) / se
+
+
+def _chain_targets(post, K):
+    z = post.sample_stats["z"].astype(int)              # (chains, draws, 1, C)
+    th = post.draws["theta1"]                           # (chains, draws, K, J)
+    same01 = (z[..., 0, 0] == z[..., 0, 1]).astype(float)
+    same12 = (z[..., 0, 1] == z[..., 0, 2]).astype(float)
+    theta_z0 = np.take_along_axis(th, z[..., 0, 0][..., None, None], axis=2)[..., 0, :]
+    return same01, same12, theta_z0
+
+
+# --------------------------------------------------------------------------------------------
+SIZES = np.array([[2, 1, 2]])
+K, ALPHA, BETA = 2, 0.7, 1.0
+
+
+def _release(obs, scale=1.0):
+    q = CellCounts([2], SIZES)
+    mech = Laplace(scale=scale).calibrate(q.sensitivity("l1"))
+    return Release(query=q, mechanism=mech, n=int(SIZES.sum()), observed=np.asarray(obs, float))
+
+
+def _noisy_options(obs, scale):
+    opts = []
+    for c, N in enumerate(SIZES.ravel()):
+        o = obs[2 * c: 2 * c + 2]
+        cell = []
+        for m in range(N + 1):
+            cnt = np.array([N - m, m], dtype=float)
+            lw = gammaln(N + 1) - np.sum(gammaln(cnt + 1)) - np.sum(np.abs(o - cnt)) / scale
+            cell.append((cnt, lw))
+        opts.append(cell)
+    return opts
+
+
+def test_damcmc_matches_enumeration():
+    obs = np.array([1.6, 0.2, -0.4, 1.3, 0.3, 2.2])
+    rel = _release(obs)
+    model = HiddenMarkovNB(K, [2], alpha=ALPHA, beta=BETA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = pp.infer(model, rel, method="damcmc", draws=6000, warmup=300, chains=3, seed=11,
+                        keep_counts=True)
+    assert post.exact
+    same01, same12, theta_z0 = _chain_targets(post, K)
+    counts = post.sample_stats["counts"][..., 1]      # level-1 count per cell
+    exact = _enumerate(_noisy_options(obs, 1.0), K, ALPHA, BETA, SIZES)
+    zs = [_mcse_z(same01, exact["same01"]), _mcse_z(same12, exact["same12"]),
+          _mcse_z(theta_z0[..., 1], exact["theta_z0"][1])]
+    zs += [_mcse_z(counts[..., c], exact["counts"][c][1]) for c in range(3)]
+    assert max(abs(v) for v in zs) < 4, zs
+    # wrong target: the same posterior with the noise scale taken as 0.25 (noise understated)
+    wrong = _enumerate(_noisy_options(obs, 0.25), K, ALPHA, BETA, SIZES)
+    zw = [_mcse_z(counts[..., c], wrong["counts"][c][1]) for c in range(3)]
+    zw.append(_mcse_z(theta_z0[..., 1], wrong["theta_z0"][1]))
+    assert max(abs(v) for v in zw) > 4, zw
+
+
+@pytest.mark.parametrize("z_sampler", ["collapsed", "ffbs"])
+def test_nonprivate_gibbs_matches_enumeration(z_sampler):
+    """Eq. 68-69 Gibbs (or the FFBS variant) on exact counts = the non-private HMM posterior
+    (3 levels, 3 cells)."""
+    sizes = np.array([[3, 2, 4]])
+    recs = np.array([[0, 0, 0], [0, 0, 2], [0, 0, 2], [0, 1, 1], [0, 1, 1],
+                     [0, 2, 0], [0, 2, 0], [0, 2, 2], [0, 2, 1]])
+    q = CellCounts([3], sizes)
+    rel = pp.release(recs, query=q, mechanism=Laplace(epsilon=1.0), seed=1)
+    model = HiddenMarkovNB(K, [3], alpha=ALPHA, beta=BETA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = pp.infer(model, rel, method="nonprivate", records=recs, draws=6000, warmup=200,
+                        chains=3, seed=5, z_sampler=z_sampler)
+    same01, same12, theta_z0 = _chain_targets(post, K)
+    from privpost.inference.hmm import modal_states, state_probabilities
+    probs = state_probabilities(post)
+    assert probs.shape == (1, 3, K) and np.allclose(probs.sum(axis=-1), 1.0)
+    assert np.array_equal(modal_states(post), probs.argmax(axis=-1))
+    counts = q.cell_matrix(q.statistic(recs))
+    opts = [[(counts[c], 0.0)] for c in range(3)]
+    exact = _enumerate(opts, K, ALPHA, BETA, sizes)
+    zs = [_mcse_z(same01, exact["same01"]), _mcse_z(same12, exact["same12"])]
+    zs += [_mcse_z(theta_z0[..., j], exact["theta_z0"][j]) for j in range(3)]
+    assert max(abs(v) for v in zs) < 4, zs
+    # wrong target: a much stickier transition prior (alpha = 0.05) changes P(same state)
+    wrong = _enumerate(opts, K, 0.05, BETA, sizes)
+    zw = [_mcse_z(same01, wrong["same01"]), _mcse_z(same12, wrong["same12"])]
+    assert max(abs(v) for v in zw) > 4, zw
+
+
+def test_naive_uses_projected_noisy_counts_exactly():
+    """naive = the same Gibbs sampler on max(noisy, 0): compare with the enumeration on the
+    projected counts as if exact (real-valued counts: Dirichlet-multinomial with Gamma
+    functions), and check the raw (unprojected) counts are a wrong target."""
+    obs = np.array([1.6, 0.2, -0.4, 1.3, 0.3, 2.2])
+    rel = _release(obs)
+    model = HiddenMarkovNB(K, [2], alpha=ALPHA, beta=BETA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = pp.infer(model, rel, method="naive", draws=6000, warmup=200, chains=3, seed=2)
+    assert not post.exact
+    same01, same12, theta_z0 = _chain_targets(post, K)
+    proj = np.maximum(obs, 0).reshape(3, 2)
+    exact = _enumerate([[(proj[c], 0.0)] for c in range(3)], K, ALPHA, BETA, SIZES)
+    zs = [_mcse_z(same01, exact["same01"]), _mcse_z(same12, exact["same12"]),
+          _mcse_z(theta_z0[..., 1], exact["theta_z0"][1])]
+    assert max(abs(v) for v in zs) < 4, zs
+    noiseaware = _enumerate(_noisy_options(obs, 1.0), K, ALPHA, BETA, SIZES)
+    assert abs(_mcse_z(theta_z0[..., 1], noiseaware["theta_z0"][1])) > 4
+
+
+@pytest.mark.parametrize("tries", [0, 1])
+def test_truncated_dirichlet_step_is_exact(tries):
+    """The pairwise truncated-Beta kernel (forced: tries=0) and the rejection-then-pairwise
+    mixture (tries=1) keep the truncated Dirichlet: the chain mean matches exact rejection
+    draws (ops.truncated_dirichlet); the untruncated mean is rejected."""
+    from privpost.inference.hmm import truncated_dirichlet_step
+    from privpost.inference.ops import truncated_dirichlet
+
+    rng = np.random.default_rng(4)
+    conc, a0 = np.array([0.4, 3.0, 12.0]), 0.08
+    ref = truncated_dirichlet(rng, conc, a0, 40000).mean(axis=0)
+    p = np.full(3, 1 / 3)
+    xs = np.empty((1, 6000, 3))
+    for i in range(6000):
+        p = truncated_dirichlet_step(rng, conc, a0, p, tries=tries, sweeps=1)
+        xs[0, i] = p
+    assert np.all(xs >= a0 - 1e-15)
+    zs = [_mcse_z(xs[..., j], ref[j]) for j in range(3)]
+    assert max(abs(v) for v in zs) < 4, zs
+    untrunc = conc / conc.sum()
+    assert max(abs(_mcse_z(xs[..., j], untrunc[j])) for j in range(3)) > 4
+
+
+def test_ops_privacy_statement_and_truncation():
+    rng = np.random.default_rng(0)
+    sizes = np.array([[5, 4, 6, 3]])
+    model = HiddenMarkovNB(2, [3, 2])
+    recs, _ = model.simulate_cells(model.prior_sample(rng), sizes, rng)
+    q = CellCounts([3, 2], sizes)
+    rel = pp.release(recs, query=q, mechanism=Laplace(epsilon=2.0), seed=1)
+    post = pp.infer(model, rel, method="ops", records=recs, M=10, seed=3, draws=20, warmup=20)
+    C = np.log(3 * 9 + 1) + np.log(2 * 9 + 1)
+    assert np.isclose(post.chain_stats["C"][0], C)
+    assert np.isclose(post.chain_stats["temperature"][0], 2 * C / 2.0)
+    assert np.isclose(post.chain_stats["epsilon_converged"][0], 2.0)
+    assert np.isclose(post.chain_stats["epsilon_worst_case"][0], 2 * 40 * 2.0)
+    assert post.draws["theta1"].shape == (1, 1, 2, 3)         # one released sample
+    assert post.draws["theta1"].min() >= 1 / 30 - 1e-15
+    assert post.draws["theta2"].min() >= 1 / 20 - 1e-15
+    assert any("worst case" in n for n in post.notes)
+    with pytest.raises(pp.errors.IncompatibleError, match="records="):
+        pp.infer(model, rel, method="ops")
+
+
+def test_hostile_inputs_and_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from privpost.cli import app
+
+    sizes = np.array([[2, 1, 2]])
+    recs = np.array([[0, 0, 0], [0, 0, 1], [0, 1, 1], [0, 2, 0], [0, 2, 0]])
+    rel = pp.release(recs, query=CellCounts([2], sizes), mechanism=Laplace(epsilon=1.0), seed=1)
+    with pytest.raises(pp.errors.IncompatibleError, match="n_levels=2"):
+        pp.infer(HiddenMarkovNB(2, [3]), rel, method="naive")
+    with pytest.raises(pp.errors.IncompatibleError, match="not available"):
+        pp.infer(HiddenMarkovNB(2, [2]), rel, method="gibbs-ss")
+    with pytest.raises(pp.errors.PrivpostError, match="heldout"):
+        pp.infer(HiddenMarkovNB(2, [2]), rel, method="naive", heldout=np.ones(3))
+    huge = Release(query=CellCounts([2], [[10**9]]), mechanism=rel.mechanism, n=10**9,
+                   observed=np.zeros(2))
+    with pytest.raises(pp.errors.PrivpostError, match="use method='naive'"):
+        pp.infer(HiddenMarkovNB(2, [2]), huge, method="damcmc")
+    path = tmp_path / "rel.json"
+    rel.save(path)
+    res = CliRunner().invoke(app, ["infer", str(path), "--model", "hmm:n_states=2,n_levels=2;",
+                                   "--method", "damcmc", "--draws", "50", "--warmup", "20",
+                                   "--chains", "2", "--seed", "1", "--json", "--no-progress"])
+    assert res.exit_code == 0, res.output
+    assert "theta1[0, 1]" in res.output or "theta1[0,1]" in res.output
+
+
+def test_model_protocol_and_spec():
+    from privpost.models import model_from_spec
+
+    m = model_from_spec("hmm:n_states=3,n_levels=4;2,alpha=0.5,beta=2")
+    assert isinstance(m, HiddenMarkovNB) and m.n_levels == (4, 2)
+    assert model_from_spec(m.to_spec()).to_dict() == m.to_dict()
+    rng = np.random.default_rng(0)
+    p = m.prior_sample(rng)
+    assert {k: v.shape for k, v in p.items()} == m.param_shapes
+    recs, z = m.simulate_cells(p, np.array([[3, 0], [2, 4]]), rng)
+    assert recs.shape == (9, 4) and z.shape == (2, 2)
+    ll = m.log_likelihood({**p, "z": z}, recs)
+    k = z[recs[:, 0], recs[:, 1]]
+    np.testing.assert_allclose(ll, np.log(p["theta1"][k, recs[:, 2]])
+                               + np.log(p["theta2"][k, recs[:, 3]]))
+    assert np.isfinite(m.log_prior(p))
+    with pytest.raises(pp.errors.IncompatibleError, match="simulate_cells"):
+        m.simulate(p, 5, rng)
+    with pytest.raises(pp.errors.PrivpostError, match="n_levels"):
+        HiddenMarkovNB(2, 3)
+
+
+def test_heldout_loglik_by_hand():
+    """The reproduction's held-out likelihood equals a direct sum over the held-out state."""
+    from privpost.experiments.foulds_hmm import heldout_loglik
+    from privpost.posterior import Posterior
+
+    rng = np.random.default_rng(3)
+    m = HiddenMarkovNB(2, [3])
+    p = m.prior_sample(rng)
+    z = np.array([[0, 1, 1]])
+    post = Posterior(draws={k: v[None, None] for k, v in p.items()},
+                     sample_stats={"z": z[None, None].astype(float)})
+    counts = np.array([[1., 0, 2], [0, 3, 1], [2, 2, 0]])
+    held = np.array([[False, True, False]])
+    got = heldout_loglik(post, m, counts, held)
+    w = p["A"][0, :] * p["A"][:, 1]
+    w = w / w.sum()
+    want = np.log(np.sum(w * np.prod(p["theta1"] ** counts[1], axis=1)))
+    assert np.isclose(got, want)
+    # wrong variant: ignoring the right neighbour's transition changes the value
+    w2 = p["A"][0, :]
+    assert not np.isclose(got, np.log(np.sum(w2 * np.prod(p["theta1"] ** counts[1], axis=1))))
+
+
+def test_tiny_reproduction_end_to_end(monkeypatch, tmp_path):
+    import dataclasses
+    import importlib
+
+    R = importlib.import_module("privpost.experiments.reproduce")
+
+    rep = R.REPRODUCTIONS["foulds2016-hmm"]
+    tiny = {"regimes": ("dense", "sparse"), "regions": 2, "times": {"dense": 5, "sparse": 6},
+            "epsilon": (1.0,), "splits": 1, "states": 2, "true_states": 2,
+            "calibration": {"replicates": 1, "states": 2, "levels": (2,), "regions": 1,
+                            "times": 3, "cell_size": 3, "epsilon": 1.0, "draws": 20,
+                            "warmup": 10}}
+    monkeypatch.setitem(R.REPRODUCTIONS, "foulds2016-hmm",
+                        dataclasses.replace(rep, sizes={"quick": tiny, "full": tiny}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = R.reproduce("foulds2016-hmm", outdir=tmp_path, progress=False)
+    text = out.report_path.read_text()
+    assert "The paper's claims" in text and "OPS / Laplace" in text
+    assert "| dense | HMM K=2 | damcmc | 1 |" in text
+    assert "90% coverage" in text and "| damcmc |" in text
