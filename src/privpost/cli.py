@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import typer
+import typer.core
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from privpost.errors import PrivpostError
@@ -22,6 +25,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Bayesian inference from differentially private data.")
 out = Console()
 err = Console(stderr=True)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from privpost import __version__
+
+        out.print(f"privpost {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version_callback,
+                                       is_eager=True, help="Print the version and exit.")):
+    """Bayesian inference from differentially private data."""
 
 
 def _fail(message: str, code: int = 1):
@@ -59,96 +76,155 @@ def _json_default(obj):
 
 
 # ---------------------------------------------------------------------------- release
-def _parse_bounds(text: str) -> tuple[float, float]:
+class _ReleaseCommand(typer.core.TyperCommand):
+    """``release`` also takes space-separated columns: ``--column x1 x2 y``."""
+
+    def parse_args(self, ctx, args):
+        from privpost.cli_release import split_column_args
+
+        takes_value = {o for p in self.params
+                       if p.param_type_name == "option" and not getattr(p, "is_flag", False)
+                       for o in (*p.opts, *p.secondary_opts)}
+        return super().parse_args(ctx, split_column_args(args, takes_value))
+
+
+def _read_spec(spec: Path) -> dict:
     try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError:
-        raise PrivpostError(f"--bounds must be two numbers 'LOW,HIGH', got {text!r}") from None
-    return lo, hi
-
-
-def _spec_from_options(spec: Optional[Path], query: Optional[str], bounds: Optional[str],
-                       categories: Optional[int], column: Optional[list[str]],
-                       mechanism: str, epsilon: Optional[float], delta: Optional[float],
-                       rho: Optional[float]) -> dict:
-    if spec is not None:
-        try:
-            doc = json.loads(spec.read_text())
-        except OSError as exc:
-            raise PrivpostError(f"{spec}: cannot read the spec ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise PrivpostError(f"{spec}: the spec is not valid JSON ({exc.msg})") from None
-        if not isinstance(doc, dict) or "query" not in doc or "mechanism" not in doc:
-            raise PrivpostError(f"{spec}: the spec needs 'query' and 'mechanism' objects")
-        return doc
-    if query is None:
-        raise PrivpostError("give either --spec FILE or --query (with --bounds/--categories)")
-    qdoc: dict[str, Any] = {"type": query}
-    if bounds is not None:
-        qdoc["bounds"] = list(_parse_bounds(bounds))
-    if categories is not None:
-        qdoc["categories"] = categories
-    mdoc: dict[str, Any] = {"type": mechanism}
-    for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
-        if value is not None:
-            mdoc[key] = value
-    doc = {"query": qdoc, "mechanism": mdoc}
-    if column:
-        doc["columns"] = list(column)
+        doc = json.loads(spec.read_text())
+    except OSError as exc:
+        raise PrivpostError(f"{spec}: cannot read the spec ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise PrivpostError(f"{spec}: the spec is not valid JSON ({exc.msg})") from None
+    if not isinstance(doc, dict) or "query" not in doc or "mechanism" not in doc:
+        raise PrivpostError(f"{spec}: the spec needs 'query' and 'mechanism' objects")
     return doc
 
 
-@app.command("release")
+def _mechanism_doc(mechanism: str, epsilon, delta, rho, scale, categories=None) -> dict:
+    """The mechanism's JSON description from flags; a missing target says what to type."""
+    from privpost.cli_release import MECHANISM_TARGETS
+
+    if mechanism not in MECHANISM_TARGETS:
+        raise PrivpostError(f"--mechanism: unknown mechanism {mechanism!r}; type one of "
+                            f"{', '.join(MECHANISM_TARGETS)}")
+    mdoc: dict[str, Any] = {"type": mechanism}
+    for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("scale", scale)):
+        if value is not None:
+            mdoc[key] = value
+    if len(mdoc) == 1 or (set(mdoc) == {"type", "delta"}):
+        hint = MECHANISM_TARGETS[mechanism]
+        raise PrivpostError(f"--epsilon is missing: give the privacy target of the {mechanism} "
+                            f"mechanism ({hint}, e.g. --epsilon 1)"
+                            + ("" if mechanism == "randomized_response" else
+                               ", or its noise scale --scale S"))
+    if mechanism == "randomized_response" and categories is not None:
+        mdoc["categories"] = categories
+    return mdoc
+
+
+def _build(builder, doc: dict, what: str):
+    try:
+        return builder(doc)
+    except PrivpostError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        raise PrivpostError(f"{what}: {exc}") from None
+
+
+@app.command("release", cls=_ReleaseCommand)
 @handles_errors
 def release_cmd(
     data: Path = typer.Argument(..., help="CSV or Parquet file of confidential records."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the release JSON."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the "
+                                          "release JSON (default: DATA-release.json here)."),
     spec: Optional[Path] = typer.Option(None, help="JSON spec: {query: {...}, mechanism: {...}, "
                                         "columns: [...], neighbours: 'replace'}."),
-    query: Optional[str] = typer.Option(None, help="Query type (sum, mean, histogram, ...)."),
-    bounds: Optional[str] = typer.Option(None, help="Clamping bounds 'LOW,HIGH'."),
-    categories: Optional[int] = typer.Option(None, help="Number of categories (histogram)."),
-    column: Optional[list[str]] = typer.Option(None, help="Column(s) to read, in query order."),
+    query: Optional[str] = typer.Option(None, help="Query type: sum, mean, histogram, "
+                                        "truncated_sum, regression_stats, covariate_moments, "
+                                        "naive_bayes_counts."),
+    bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH' for every "
+                                               "column, or per column 'NAME=LOW,HIGH' "
+                                               "(repeatable)."),
+    categories: Optional[list[str]] = typer.Option(None, help="Number of categories K "
+                                                   "(histogram), or per column 'NAME=K' "
+                                                   "(naive_bayes_counts; repeatable)."),
+    levels: Optional[str] = typer.Option(None, help="Text levels of a histogram column, in "
+                                         "order: 'north,south,east,west'."),
+    column: Optional[list[str]] = typer.Option(None, help="Column(s) to read, in query order: "
+                                               "--column x1 x2 y, or repeated."),
+    n: Optional[int] = typer.Option(None, "--n", help="Public record count of a mean (default: "
+                                    "the number of rows, which is then published)."),
     mechanism: str = typer.Option("laplace", help="laplace, gaussian, discrete_laplace, "
-                                  "discrete_gaussian."),
+                                  "discrete_gaussian, randomized_response."),
     epsilon: Optional[float] = typer.Option(None, help="Privacy target epsilon."),
     delta: Optional[float] = typer.Option(None, help="Privacy target delta (Gaussian)."),
     rho: Optional[float] = typer.Option(None, help="zCDP target rho (Gaussian family)."),
+    scale: Optional[float] = typer.Option(None, help="Noise scale instead of a privacy target "
+                                          "(the guarantee is then computed from it)."),
     neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible release (testing "
                                        "only; real releases use OS entropy)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
-    """Make a private release of a CSV/Parquet file of confidential records."""
-    from privpost.io import read_records
+    """Make a private release of a CSV/Parquet file of confidential records.
+
+    Example: privpost release reg.csv --query regression_stats --column x1 x2 y
+    --bounds x1=-4,4 --bounds x2=-4,4 --bounds y=-10,10 --epsilon 1 -o r.json
+    """
+    from privpost.cli_release import columns_needed, query_doc, read_columns
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
     from privpost.release import release
 
-    doc = _spec_from_options(spec, query, bounds, categories, column, mechanism, epsilon,
-                             delta, rho)
-    try:
-        q = query_from_dict(doc["query"])
-    except PrivpostError:
-        raise
-    except (ValueError, TypeError, KeyError) as exc:
-        raise PrivpostError(f"query: {exc}") from None
-    try:
-        m = mechanism_from_dict(doc["mechanism"])
-    except PrivpostError:
-        raise
-    except (ValueError, TypeError, KeyError) as exc:
-        raise PrivpostError(f"mechanism: {exc}") from None
-    columns = doc.get("columns") or list(q.columns)
-    records = read_records(data, columns)
+    if output is None:
+        output = Path(f"{Path(data).stem}-release.json")
+    _check_overwrite(output, force)
+    notes: list[str] = []
+    level_list = [v.strip() for v in levels.split(",")] if levels is not None else None
+    if spec is not None:
+        doc = _read_spec(spec)
+        columns = list(doc.get("columns") or [])
+        records = None
+    else:
+        if query is None:
+            raise PrivpostError("--query is missing: type e.g. --query sum --bounds 0,1 "
+                                "--column answer (or give --spec FILE)")
+        columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
+        columns = columns_needed(query, columns, data)
+        mdoc = _mechanism_doc(mechanism, epsilon, delta, rho, scale)
+        records = read_columns(data, columns, level_list)
+        discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
+        qdoc, notes = query_doc(query, columns, bounds=bounds, categories=categories,
+                                levels=level_list, n=n, rows=int(np.shape(records)[0]),
+                                integer=discrete)
+        if mechanism == "randomized_response":
+            mdoc["categories"] = qdoc.get("categories")
+        doc = {"query": qdoc, "mechanism": mdoc, "columns": columns}
+    q = _build(query_from_dict, doc["query"], "query")
+    m = _build(mechanism_from_dict, doc["mechanism"], "mechanism")
+    columns = columns or list(q.columns)
+    if records is None:
+        records = read_columns(data, columns, None)
     rel = release(records, query=q, mechanism=m, neighbours=doc.get("neighbours", neighbours),
                   seed=seed, metadata={"source": Path(data).name})
     rel.save(output)
     if as_json:
-        _emit_json({"output": str(output), **rel.to_dict()})
+        _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
     else:
-        out.print(f"wrote [bold]{output}[/]: {q.name} of {rel.n} records, "
-                  f"{m.name} noise, scale {rel.mechanism.scale:.6g}; {_privacy_text(rel.privacy)}")
+        scale_text = ("" if rel.mechanism.scale is None
+                      else f", scale {rel.mechanism.scale:.6g}")
+        out.print(f"wrote [bold]{output}[/]: {q.name} of {rel.n} records "
+                  f"(columns {', '.join(q.columns)}), {m.name} noise{scale_text}; "
+                  f"{_privacy_text(rel.privacy)}", highlight=False)
+        for note in notes:
+            out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
+
+
+def _check_overwrite(path: Path, force: bool) -> None:
+    if path.exists() and not force:
+        raise PrivpostError(f"{path} exists: pass --force to overwrite it, or choose another "
+                            "-o file")
 
 
 # ---------------------------------------------------------------------------- inspect
@@ -234,7 +310,7 @@ def _print_release(rel) -> None:
     vals.add_column("coordinate")
     vals.add_column("value", justify="right")
     for label, value in list(zip(rel.labels, rel.observed))[:50]:
-        vals.add_row(label, f"{value:.6g}")
+        vals.add_row(escape(label), f"{value:.6g}")
     if rel.dim > 50:
         vals.add_row("...", f"({rel.dim - 50} more)")
     out.print(vals)
@@ -256,10 +332,10 @@ def _print_summary(post, level: float = 0.9) -> None:
     for col in cols:
         t.add_column(col.replace("mcse_mean", "mcse"), justify="right")
     for idx, row in table.iterrows():
-        t.add_row(str(idx), *[_fmt(row[c], c) for c in cols])
+        t.add_row(escape(str(idx)), *[_fmt(row[c], c) for c in cols])
     out.print(t)
     for note in post.notes:
-        out.print(f"[dim]note:[/] {note}", highlight=False)
+        out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
 
 
 def _fmt(value: float, column: str) -> str:
@@ -283,6 +359,17 @@ def _parse_options(items: list[str]) -> dict:
     return parsed
 
 
+def _model_for(spec: str, rel, quiet: bool = False):
+    """Model from ``--model``, with the sizes the release determines filled in and printed."""
+    from privpost.models.spec import model_for_release
+
+    mdl, inferred = model_for_release(spec, rel)
+    if inferred and not quiet:
+        text = ", ".join(f"{k} = {v}" for k, v in inferred.items())
+        out.print(f"[dim]model:[/] {text} (from the release)", highlight=False)
+    return mdl, inferred
+
+
 @app.command("infer")
 @handles_errors
 def infer_cmd(
@@ -304,15 +391,9 @@ def infer_cmd(
 ):
     """Posterior of a model's parameters given a release."""
     from privpost.inference import infer
-    from privpost.models import model_from_spec
 
     rel = _load_release_or_set(path)
-    try:
-        mdl = model_from_spec(model)
-    except PrivpostError:
-        raise
-    except (ValueError, TypeError, KeyError) as exc:
-        raise PrivpostError(f"--model: {exc}") from None
+    mdl, inferred = _model_for(model, rel, quiet=as_json)
     options = dict(draws=draws, warmup=warmup, chains=chains, seed=seed,
                    progress=progress and not as_json)
     options.update(_parse_options(option or []))
@@ -322,6 +403,7 @@ def infer_cmd(
     if as_json:
         table = post.summary(level=level)
         _emit_json({"method": post.method, "exact": post.exact, "notes": post.notes,
+                    "inferred_from_release": inferred,
                     "output": str(output) if output else None,
                     "summary": {str(k): {c: float(v) for c, v in row.items()}
                                 for k, row in table.iterrows()}})
