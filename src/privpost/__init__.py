@@ -34,6 +34,7 @@ _ATTRS = {
     "Posterior": ("privpost.posterior", "Posterior"),
     "ops_release": ("privpost.inference.ops", "ops_release"),
     "calibrate": ("privpost.experiments.calibration", "calibrate"),
+    "declare": ("privpost.declare", "declare"),
 }
 
 __all__ = sorted(_SUBMODULES | set(_ATTRS) | {"Release", "ReleaseSet", "release"})

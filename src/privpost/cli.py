@@ -79,13 +79,19 @@ def _json_default(obj):
 class _ReleaseCommand(typer.core.TyperCommand):
     """``release`` also takes space-separated columns: ``--column x1 x2 y``."""
 
+    data_argument = True
+
     def parse_args(self, ctx, args):
         from privpost.cli_release import split_column_args
 
         takes_value = {o for p in self.params
                        if p.param_type_name == "option" and not getattr(p, "is_flag", False)
                        for o in (*p.opts, *p.secondary_opts)}
-        return super().parse_args(ctx, split_column_args(args, takes_value))
+        return super().parse_args(ctx, split_column_args(args, takes_value, self.data_argument))
+
+
+class _DeclareCommand(_ReleaseCommand):
+    data_argument = False
 
 
 def _read_spec(spec: Path) -> dict:
@@ -225,6 +231,94 @@ def _check_overwrite(path: Path, force: bool) -> None:
     if path.exists() and not force:
         raise PrivpostError(f"{path} exists: pass --force to overwrite it, or choose another "
                             "-o file")
+
+
+# ---------------------------------------------------------------------------- declare
+@app.command("declare", cls=_DeclareCommand)
+@handles_errors
+def declare_cmd(
+    value: list[str] = typer.Option(..., help="Published noisy value(s), in the order of the "
+                                    "query's coordinates: --value 412.7, or --value 118,124,130."),
+    n: int = typer.Option(..., "--n", help="Public number of records."),
+    query: str = typer.Option(..., help="count (a sum of 0/1 records), sum, mean, histogram, "
+                              "truncated_sum, regression_stats, covariate_moments, "
+                              "naive_bayes_counts."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the release JSON."),
+    bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH', or per "
+                                               "column 'NAME=LOW,HIGH' (repeatable)."),
+    categories: Optional[list[str]] = typer.Option(None, help="Number of categories K, or per "
+                                                   "column 'NAME=K'."),
+    levels: Optional[str] = typer.Option(None, help="Names of the histogram's categories, "
+                                         "in order: 'north,south,east,west'."),
+    column: Optional[list[str]] = typer.Option(None, help="Name(s) of the record field(s), used "
+                                               "in labels: --column answer."),
+    mechanism: str = typer.Option("laplace", help="laplace, gaussian, discrete_laplace, "
+                                  "discrete_gaussian."),
+    scale: Optional[float] = typer.Option(None, help="Published noise scale (Laplace b, "
+                                          "Gaussian sd); the guarantee is computed from it."),
+    epsilon: Optional[float] = typer.Option(None, help="Published privacy target epsilon "
+                                            "(when the scale is not published)."),
+    delta: Optional[float] = typer.Option(None, help="Privacy target delta (Gaussian)."),
+    rho: Optional[float] = typer.Option(None, help="zCDP target rho (Gaussian family)."),
+    neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
+    source: str = typer.Option("", help="Where the numbers come from (stored in the release)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the release document as JSON."),
+):
+    """Write a release document from published numbers (no records needed).
+
+    Example -- an agency published a noisy count of 412.7 with Laplace noise of scale 10 from
+    n = 1000 records: privpost declare --query count --value 412.7 --scale 10 --n 1000 -o count.json
+    """
+    from privpost.cli_release import query_doc
+    from privpost.declare import declare
+    from privpost.mechanisms import mechanism_from_dict
+    from privpost.queries import query_from_dict
+
+    _check_overwrite(output, force)
+    values = []
+    for item in value:
+        for tok in item.split(","):
+            try:
+                values.append(float(tok))
+            except ValueError:
+                raise PrivpostError(f"--value must be numbers (e.g. --value 412.7 or "
+                                    f"--value 118,124,130), got {tok!r}") from None
+    notes = []
+    qtype = query
+    if query == "count":
+        qtype = "sum"
+        if bounds:
+            raise PrivpostError("--bounds does not apply to a count (its records are 0/1); "
+                                "use --query sum --bounds LOW,HIGH for a sum")
+        bounds = ["0,1"]
+        notes.append("count = sum of 0/1 records (bounds 0,1; sensitivity 1)")
+    columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
+    if not columns:
+        if qtype in ("regression_stats", "covariate_moments", "naive_bayes_counts"):
+            raise PrivpostError(f"--column: name the {qtype} query's fields in order, e.g. "
+                                "--column x1 x2 y")
+        columns = ["x"]
+    level_list = [v.strip() for v in levels.split(",")] if levels is not None else None
+    discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
+    qdoc, more = query_doc(qtype, columns, bounds=bounds, categories=categories,
+                           levels=level_list, n=n, rows=None, integer=discrete)
+    notes += [m for m in more if "integer" in m]
+    q = _build(query_from_dict, qdoc, "query")
+    m = _build(mechanism_from_dict, _mechanism_doc(mechanism, epsilon, delta, rho, scale),
+               "mechanism")
+    meta = {"source": source} if source else {}
+    rel = declare(values, query=q, mechanism=m, n=n, neighbours=neighbours, metadata=meta)
+    rel.save(output)
+    if as_json:
+        _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
+        return
+    out.print(f"wrote [bold]{output}[/]: declared {q.name} of {rel.n} records, "
+              f"{rel.dim} value{'s' if rel.dim > 1 else ''}, {rel.mechanism.name} noise, scale "
+              f"{rel.mechanism.scale:.6g} (sensitivity {rel.mechanism.sensitivity:g}); "
+              f"{_privacy_text(rel.privacy)}", highlight=False)
+    for note in notes:
+        out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
 
 
 # ---------------------------------------------------------------------------- inspect

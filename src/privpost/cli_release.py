@@ -40,14 +40,16 @@ MECHANISM_TARGETS = {
 _SINGLE = ("sum", "mean", "histogram", "truncated_sum")
 
 
-def split_column_args(args: Sequence[str], value_options: set[str]) -> list[str]:
+def split_column_args(args: Sequence[str], value_options: set[str],
+                      data_argument: bool = True) -> list[str]:
     """Rewrite ``--column a b c`` into ``--column a --column b --column c``.
 
     ``args`` are the raw arguments of the ``release`` command; ``value_options`` are its options
     that take a value (their values are skipped). Tokens after ``--column``'s value that do not
     start with ``-`` are treated as further columns, except that when the command would then be
     left without its positional DATA argument, the last such token is kept as DATA (so
-    ``privpost release --column x1 x2 data.csv ...`` still works).
+    ``privpost release --column x1 x2 data.csv ...`` still works). ``data_argument=False``: the
+    command has no positional argument (``declare``).
     """
     args = list(args)
     out: list[str] = []
@@ -80,7 +82,7 @@ def split_column_args(args: Sequence[str], value_options: set[str]) -> list[str]
             positional += 1
         out.append(tok)
         i += 1
-    if positional == 0 and extra_runs:
+    if data_argument and positional == 0 and extra_runs:
         start, end = extra_runs[-1]
         data = out[end - 1]
         out = out[:end - 2] + out[end:] + [data]
