@@ -486,6 +486,9 @@ def infer_cmd(
     """Posterior of a model's parameters given a release."""
     from privpost.inference import infer
 
+    if "," in method:       # several methods: the comparison table
+        return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
+                            option, as_json, None)
     rel = _load_release_or_set(path)
     mdl, inferred = _model_for(model, rel, quiet=as_json)
     options = dict(draws=draws, warmup=warmup, chains=chains, seed=seed,
@@ -505,6 +508,74 @@ def infer_cmd(
     _print_summary(post, level)
     if output is not None:
         out.print(f"wrote [bold]{output}[/]")
+
+
+# ---------------------------------------------------------------------------- compare
+@app.command("compare")
+@handles_errors
+def compare_cmd(
+    path: Path = typer.Argument(..., help="Release (or release set) JSON file."),
+    model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
+    methods: str = typer.Option("damcmc,gibbs-ss,naive", help="Comma-separated methods; those "
+                                "that do not apply are listed with the reason."),
+    draws: int = typer.Option(2000, min=1),
+    warmup: int = typer.Option(1000, min=0),
+    chains: int = typer.Option(4, min=1),
+    seed: Optional[int] = typer.Option(None),
+    level: float = typer.Option(0.9, help="Credible level of the intervals."),
+    plot: Optional[Path] = typer.Option(None, help="PNG file for the overlay of the posteriors."),
+    progress: bool = typer.Option(True, help="Show progress."),
+    option: Optional[list[str]] = typer.Option(
+        None, "--option", help="KEY=VALUE for every method, or METHOD.KEY=VALUE for one "
+        "(e.g. --option gibbs-ss.covariate_moments=prior)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
+):
+    """Run every applicable method on one release: one table and an overlay plot."""
+    _run_compare(path, model, methods, draws, warmup, chains, seed, level, progress, option,
+                 as_json, plot)
+
+
+def _run_compare(path, model, methods, draws, warmup, chains, seed, level, progress, option,
+                 as_json, plot):
+    from privpost.compare import compare
+
+    rel = _load_release_or_set(path)
+    mdl, inferred = _model_for(model, rel, quiet=as_json)
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    common: dict[str, Any] = {}
+    per: dict[str, dict] = {}
+    for key, value in _parse_options(option or []).items():
+        head, dot, rest = key.partition(".")
+        if dot and head in names:
+            per.setdefault(head, {})[rest] = value
+        else:
+            common[key] = value
+    result = compare(mdl, rel, names, level=level, options=per, draws=draws, warmup=warmup,
+                     chains=chains, seed=seed, progress=progress and not as_json, **common)
+    if plot is not None:
+        result.plot(plot)
+    if as_json:
+        doc = result.to_dict()
+        doc.update(inferred_from_release=inferred, plot=str(plot) if plot else None)
+        _emit_json(doc)
+        return
+    lo_name, hi_name = f"q{100 * (1 - level) / 2:g}", f"q{100 * (1 + level) / 2:g}"
+    t = Table(title=f"methods on one release ({100 * level:g}% equal-tailed intervals)",
+              box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    for col in ("parameter", "method", "mean", lo_name, hi_name, "width", "r_hat", "ess",
+                "time/s", "kind"):
+        t.add_column(col, justify="left" if col in ("parameter", "method", "kind") else "right",
+                     no_wrap=True)
+    for r in sorted(result.rows(), key=lambda r: r["parameter"]):
+        t.add_row(escape(r["parameter"]), r["method"], f"{r['mean']:.3g}", f"{r['lo']:.3g}",
+                  f"{r['hi']:.3g}", f"{r['width']:.3g}", _fmt(r["r_hat"], "r_hat"),
+                  _fmt(r["ess_bulk"], "ess_bulk"), f"{r['seconds']:.1f}",
+                  "exact" if r["exact"] else "approx")
+    out.print(t)
+    for method, reason in result.skipped.items():
+        out.print(f"[dim]not applicable:[/] {method}: {escape(reason)}", highlight=False)
+    if plot is not None:
+        out.print(f"wrote [bold]{plot}[/]")
 
 
 # ---------------------------------------------------------------------------- demo
