@@ -482,6 +482,11 @@ def infer_cmd(
         None, "--option", help="Extra method option KEY=VALUE (repeatable; VALUE parsed as JSON "
         "when possible), e.g. --option covariate_moments=prior for gibbs-ss regression."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    predictive: bool = typer.Option(False, "--predictive", help="Posterior predictive check "
+                                    "of the release (replicated noisy values, p-values); "
+                                    "-o then also holds posterior_predictive/observed_data."),
+    predictive_plot: Optional[Path] = typer.Option(None, help="PNG of the predictive check "
+                                                   "(implies --predictive)."),
 ):
     """Posterior of a model's parameters given a release."""
     from privpost.inference import infer
@@ -495,6 +500,11 @@ def infer_cmd(
                    progress=progress and not as_json)
     options.update(_parse_options(option or []))
     post = infer(mdl, rel, method=method, **options)
+    check = None
+    if predictive or predictive_plot is not None:
+        check = post.predictive(rel, model=mdl, seed=seed)
+        if predictive_plot is not None:
+            check.plot(predictive_plot)
     if output is not None:
         post.to_netcdf(output)
     if as_json:
@@ -503,11 +513,31 @@ def infer_cmd(
                     "inferred_from_release": inferred,
                     "output": str(output) if output else None,
                     "summary": {str(k): {c: float(v) for c, v in row.items()}
-                                for k, row in table.iterrows()}})
+                                for k, row in table.iterrows()},
+                    "predictive": check.to_dict() if check is not None else None})
         return
     _print_summary(post, level)
-    if output is not None:
-        out.print(f"wrote [bold]{output}[/]")
+    if check is not None:
+        _print_predictive(check)
+    for path_written in (output, predictive_plot):
+        if path_written is not None:
+            out.print(f"wrote [bold]{path_written}[/]")
+
+
+def _print_predictive(check) -> None:
+    table = check.summary()
+    t = Table(title=f"posterior predictive check ({check.flat.shape[0]} replicated releases, "
+              "noise included)", box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    cols = list(table.columns)
+    t.add_column("coordinate")
+    for col in cols:
+        t.add_column(col, justify="right")
+    for label, row in list(table.iterrows())[:50]:
+        t.add_row(escape(str(label)), *[f"{row[c]:.3f}" if c in ("p", "p_ge") else
+                                         f"{row[c]:.4g}" for c in cols])
+    out.print(t)
+    out.print(f"joint p (Mahalanobis distance) = {check.joint_p_value():.3f}; p near 0 means "
+              "the model does not reproduce the published values", highlight=False)
 
 
 # ---------------------------------------------------------------------------- compare
