@@ -241,3 +241,16 @@ def test_friction_output_is_not_overwritten(work):
     assert res.exit_code == 1 and "--force" in res.output
     assert (work / "s.json").read_text() == before
     assert run(*args, "--force").exit_code == 0
+
+
+@pytest.mark.parametrize("method", ["damcmc", "gibbs-ss", "naive"])
+def test_friction_one_progress_display_for_every_method(work, method):
+    # the issue: "damcmc shows a progress bar, gibbs-ss prints lines, naive shows nothing"
+    assert run("release", "survey.csv", "--query", "sum", "--bounds", "0,1", "--column", "answer",
+               "--epsilon", "1", "--seed", "1", "-o", "s.json").exit_code == 0
+    res = run("infer", "s.json", "--model", "beta-bernoulli", "--method", method,
+              "--draws", "100", "--warmup", "50", "--chains", "1", "--seed", "1")
+    assert res.exit_code == 0, res.output
+    bar = [line for line in res.output.splitlines() if "iterations" in line]
+    assert len(bar) == 1 and bar[0].split()[0] == method, res.output
+    assert f"[{method}]" not in res.output            # no per-10% lines
