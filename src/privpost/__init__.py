@@ -34,7 +34,8 @@ _ATTRS = {
     "Posterior": ("privpost.posterior", "Posterior"),
     "ops_release": ("privpost.inference.ops", "ops_release"),
     "calibrate": ("privpost.experiments.calibration", "calibrate"),
-    "declare": ("privpost.declare", "declare"),
+    "declare": ("privpost.declaration", "declare"),   # the module is not named declare: a
+    # submodule of that name would replace the function on import
 }
 
 __all__ = sorted(_SUBMODULES | set(_ATTRS) | {"Release", "ReleaseSet", "release"})

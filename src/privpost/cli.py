@@ -271,7 +271,7 @@ def declare_cmd(
     n = 1000 records: privpost declare --query count --value 412.7 --scale 10 --n 1000 -o count.json
     """
     from privpost.cli_release import query_doc
-    from privpost.declare import declare
+    from privpost.declaration import declare
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
 

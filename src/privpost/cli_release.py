@@ -229,8 +229,11 @@ def query_doc(query: str, columns: list[str], *, bounds: Optional[Sequence[str]]
         if len(columns) < 2:
             raise PrivpostError(f"--column: {query!r} needs the predictors and then the "
                                 "response, e.g. --column x1 x2 y")
-        bnds = _per_column(b_default, b_named, columns, "bounds", "-5,5")
-        doc["bounds_x"] = [list(b) for b in bnds[:-1]]
+        # covariate moments use the predictors only; the response column is read, not bounded
+        used = columns if query == "regression_stats" else columns[:-1]
+        b_named = {k: v for k, v in b_named.items() if k in used or k not in columns}
+        bnds = _per_column(b_default, b_named, used, "bounds", "-5,5")
+        doc["bounds_x"] = [list(b) for b in bnds[:len(columns) - 1]]
         if query == "regression_stats":
             doc["bounds_y"] = list(bnds[-1])
     if query == "histogram":
