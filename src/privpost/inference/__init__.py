@@ -77,6 +77,14 @@ def infer(model, release, method: str = "damcmc", **options):
     privpost.Posterior
     """
     run = get_method(method)
+    if method == "damcmc":          # a release set of the same records: stacked contributions
+        from privpost.release import ReleaseSet
+
+        if isinstance(release, ReleaseSet):
+            from privpost.inference.joint import joint_problem
+
+            model, release = joint_problem(model, release)
+            return run(model, release, **options)
     if method not in ACCEPTS_RELEASE_SET:
         reject_release_set(method, release)
     return run(model, release, **options)
