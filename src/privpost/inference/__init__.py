@@ -18,6 +18,7 @@ METHODS: dict[str, str] = {
     "naive": "privpost.inference.naive:run",
     "nonprivate": "privpost.inference.nonprivate:run",
     "ops": "privpost.inference.ops:run",
+    "randomized-response": "privpost.inference.rr:run",
 }
 
 
@@ -77,6 +78,11 @@ def infer(model, release, method: str = "damcmc", **options):
     privpost.Posterior
     """
     run = get_method(method)
+    if method in ("damcmc", "gibbs-ss", "naive") and getattr(
+            getattr(release, "mechanism", None), "name", None) == "randomized_response":
+        raise IncompatibleError(f"method {method!r} cannot read randomized-response reports; "
+                                "use method='randomized-response' (exact, with the "
+                                "dirichlet-categorical model)")
     if method == "damcmc":          # a release set of the same records: stacked contributions
         from privpost.release import ReleaseSet
 
