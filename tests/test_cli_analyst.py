@@ -147,9 +147,20 @@ def test_model_sizes_from_regression_and_naive_bayes_releases(work):
     model, inferred = model_for_release("naive-bayes", nb)
     assert inferred == {"n_classes": 2, "n_levels": [2, 3]}
     assert model.n_classes == 2 and model.n_levels == (2, 3)
+    one = release(np.array([[0, 1], [1, 3]]), query=NaiveBayesCounts(2, [4]),
+                  mechanism=Laplace(epsilon=1), seed=0)
+    model, inferred = model_for_release("naive-bayes", one)
+    assert inferred == {"n_classes": 2, "n_levels": [4]} and model.n_levels == (4,)
     # a stated size is kept, so a contradicting one is still caught by the model's check
-    res = run("infer", "--help")
-    assert res.exit_code == 0
+    from privpost.errors import IncompatibleError
+    from privpost.queries import Histogram
+
+    hist = release(np.array([0, 1, 2, 3]), query=Histogram(4), mechanism=Laplace(epsilon=1),
+                   seed=0)
+    model, inferred = model_for_release("dirichlet-categorical:alpha=1,k=3", hist)
+    assert inferred == {} and model.k == 3
+    with pytest.raises(IncompatibleError):
+        model.check_query(hist.query)
 
 
 # ------------------------------------------------------------------ 7/9. smaller frictions
@@ -254,3 +265,15 @@ def test_friction_one_progress_display_for_every_method(work, method):
     bar = [line for line in res.output.splitlines() if "iterations" in line]
     assert len(bar) == 1 and bar[0].split()[0] == method, res.output
     assert f"[{method}]" not in res.output            # no per-10% lines
+
+
+def test_naive_bayes_tables_from_flags(work):
+    res = run("release", "survey.csv", "--query", "naive_bayes_counts", "--column", "answer",
+              "region", "--categories", "answer=2", "--categories", "region=4", "--epsilon", "1",
+              "--seed", "1", "-o", "nb.json")
+    assert res.exit_code == 0, res.output
+    q = load(work / "nb.json")["query"]
+    assert q["n_classes"] == 2 and q["n_levels"] == [4] and q["columns"] == ["answer", "region"]
+    res = run("infer", "nb.json", "--model", "naive-bayes", "--method", "naive", "--draws", "50")
+    assert res.exit_code == 0, res.output
+    assert "n_classes = 2, n_levels = [4] (from the release)" in res.output

@@ -86,8 +86,12 @@ def complete_spec(spec: str, release) -> tuple[str, dict[str, Any]]:
     inferred = _inferable(_norm_name(name), given, _first_query(release))
     if not inferred:
         return spec, {}
-    extra = ",".join(f"{k}={';'.join(map(str, v)) if isinstance(v, list) else v}"
-                     for k, v in inferred.items())
+    def fmt(v):   # a list is 'a;b;c' in a spec; a one-element list needs the trailing ';'
+        if isinstance(v, list):
+            return ";".join(map(str, v)) + (";" if len(v) == 1 else "")
+        return str(v)
+
+    extra = ",".join(f"{k}={fmt(v)}" for k, v in inferred.items())
     sep = "," if rest.strip() else ""
     return f"{name.strip()}:{rest.strip()}{sep}{extra}", inferred
 
