@@ -84,3 +84,24 @@ def test_rr_method_refuses_other_releases():
                      mechanism=pp.mechanisms.Laplace(scale=1), n=100)
     with pytest.raises(IncompatibleError, match="randomized-response"):
         pp.infer(pp.models.BetaBernoulli(1, 1), rel, method="randomized-response", draws=10)
+
+
+def test_rr_predictive_counts_and_compare():
+    from privpost.compare import compare
+
+    rel = _rr_release(3, 2.0, 200, [0.6, 0.3, 0.1], seed=8)
+    model = pp.models.DirichletCategorical(alpha=1.0, k=3)
+    result = compare(model, rel, draws=300, warmup=100, chains=2, seed=1, progress=False)
+    assert list(result.posteriors) == ["randomized-response"] and "naive" in result.skipped
+    post = result.posteriors["randomized-response"]
+    check = post.predictive(draws=300, seed=2)
+    assert check.observed.tolist() == report_counts(rel).tolist()
+    assert check.flat.shape == (300, 3) and np.all(check.flat.sum(axis=1) == rel.n)
+    # replicated report counts: mean = n * (p Q) averaged over the posterior
+    Q = transition_matrix(rel.mechanism)
+    want = rel.n * (post.flat("p") @ Q).mean(axis=0)
+    se = check.flat.std(axis=0, ddof=1) / np.sqrt(check.flat.shape[0])
+    assert np.all(np.abs(check.flat.mean(axis=0) - want) < 4 * se + 1e-9)
+    # wrong variant: reports taken as the true categories (no flipping)
+    wrong = rel.n * post.flat("p").mean(axis=0)
+    assert np.any(np.abs(check.flat.mean(axis=0) - wrong) > 4 * se)

@@ -546,8 +546,10 @@ def _print_predictive(check) -> None:
 def compare_cmd(
     path: Path = typer.Argument(..., help="Release (or release set) JSON file."),
     model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
-    methods: str = typer.Option("damcmc,gibbs-ss,naive", help="Comma-separated methods; those "
-                                "that do not apply are listed with the reason."),
+    methods: Optional[str] = typer.Option(None, help="Comma-separated methods (default: "
+                                          "damcmc,gibbs-ss,naive; randomized-response for "
+                                          "randomized-response reports); those that do not "
+                                          "apply are listed with the reason."),
     draws: int = typer.Option(2000, min=1),
     warmup: int = typer.Option(1000, min=0),
     chains: int = typer.Option(4, min=1),
@@ -571,12 +573,13 @@ def _run_compare(path, model, methods, draws, warmup, chains, seed, level, progr
 
     rel = _load_release_or_set(path)
     mdl, inferred = _model_for(model, rel, quiet=as_json)
-    names = [m.strip() for m in methods.split(",") if m.strip()]
+    names = [m.strip() for m in (methods or "").split(",") if m.strip()] or None
     common: dict[str, Any] = {}
     per: dict[str, dict] = {}
     for key, value in _parse_options(option or []).items():
         head, dot, rest = key.partition(".")
-        if dot and head in names:
+        if dot and head in (names or []) + ["damcmc", "gibbs-ss", "naive",
+                                            "randomized-response"]:
             per.setdefault(head, {})[rest] = value
         else:
             common[key] = value

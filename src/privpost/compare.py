@@ -138,6 +138,9 @@ def compare(model, release, methods: Sequence[str] | None = None, *, level: floa
     if not 0 < level < 1:
         raise PrivpostError(f"--level must be in (0, 1), got {level}")
     names = list(methods) if methods else list(DEFAULT_METHODS)
+    if not methods and getattr(getattr(release, "mechanism", None), "name",
+                               None) == "randomized_response":
+        names = ["randomized-response", "naive"]   # naive then reports why it does not apply
     unknown = [m for m in names if m not in METHODS]
     if unknown:
         raise PrivpostError(f"unknown method(s) {', '.join(map(repr, unknown))}; type a "

@@ -6,7 +6,8 @@ replicated release is drawn exactly as the curator drew the real one::
     x_rep ~ f(. | theta_s)            (n records, model.simulate)
     s_rep = mechanism.sample(query.statistic(x_rep))      (the privacy noise included)
 
-so ``s_rep`` follows the posterior predictive law of the *released* values, and the observed
+so ``s_rep`` follows the posterior predictive law of the *released* values (for randomized
+response, the counts of each reported level of the replicated reports), and the observed
 release is compared with it coordinate by coordinate (tail probabilities ``P(s_rep >= s_obs)``,
 two-sided ``p = 2 min(P(>=), P(<=))``) and jointly (the Mahalanobis distance of ``s_obs`` from the
 predictive mean, ranked among the replicates' own distances). A small p says the model (or the
@@ -136,6 +137,12 @@ class PredictiveCheck:
         return fig
 
 
+def _report_counts(release, reports) -> np.ndarray:
+    """Randomized response: number of reports of each level, shape ``(k,)``."""
+    k = int(release.mechanism.categories)
+    return np.bincount(np.asarray(reports, dtype=np.int64).ravel(), minlength=k).astype(float)
+
+
 def _release_of(post, release):
     from privpost.release import Release, ReleaseSet
 
@@ -182,10 +189,10 @@ def predictive(post, release=None, *, model=None, draws: int = 400, seed=None
         if not isinstance(post.model, dict):
             raise PrivpostError("this posterior does not store its model: pass model=")
         model = model_from_dict(post.model)
-    for r in rels:
-        if r.mechanism.sensitivity_norm is None:
-            raise IncompatibleError(f"predictive checks of {r.mechanism.name} releases (one "
-                                    "report per record) are not implemented")
+    local = [r.mechanism.sensitivity_norm is None for r in rels]
+    if any(local) and len(rels) > 1:
+        raise IncompatibleError("predictive checks of a release set with randomized-response "
+                                "reports are not implemented; check each release on its own")
     missing = [k for k in model.param_shapes if k not in post.draws]
     if missing:
         raise IncompatibleError(f"the posterior has no draws of {missing}, which the model "
@@ -195,7 +202,7 @@ def predictive(post, release=None, *, model=None, draws: int = 400, seed=None
     per = max(1, min(total, -(-int(draws) // chains)))
     idx = np.unique(np.linspace(0, total - 1, per).round().astype(int))
     n = rels[0].n
-    d = sum(r.dim for r in rels)
+    d = sum(r.query.dim for r in rels)     # randomized response: k report counts
     out = np.empty((chains, idx.size, d))
     for c in range(chains):
         for j, i in enumerate(idx):
@@ -203,9 +210,17 @@ def predictive(post, release=None, *, model=None, draws: int = 400, seed=None
             records = model.simulate(params, n, rng)
             parts = []
             for r in rels:
+                if r.mechanism.sensitivity_norm is None:     # one report per record
+                    reports = r.mechanism.sample(records, seed=rng)
+                    parts.append(_report_counts(r, reports))
+                    continue
                 value = r.query.t(records, check=False).sum(axis=0)
                 parts.append(np.asarray(r.mechanism.sample(value, seed=rng), dtype=float))
             out[c, j] = np.concatenate(parts)
+    if local[0]:    # randomized response: compare the counts of each reported level
+        observed = _report_counts(rels[0], rels[0].observed)
+        labels = [f"reports[{lab[lab.index('[') + 1:-1]}]" for lab in rels[0].query.labels]
+        return PredictiveCheck(replicated=out, observed=observed, labels=labels)
     observed = np.concatenate([r.observed for r in rels])
     labels = [lab for r in rels for lab in r.labels]
     if isinstance(rel, ReleaseSet):
