@@ -277,3 +277,18 @@ def test_naive_bayes_tables_from_flags(work):
     res = run("infer", "nb.json", "--model", "naive-bayes", "--method", "naive", "--draws", "50")
     assert res.exit_code == 0, res.output
     assert "n_classes = 2, n_levels = [4] (from the release)" in res.output
+
+
+@pytest.mark.parametrize("args,want", [
+    (["d.csv", "--column", "a", "b", "c", "-o", "r.json"],
+     ["d.csv", "--column", "a", "--column", "b", "--column", "c", "-o", "r.json"]),
+    (["--column", "a", "b", "d.csv", "-o", "r.json"],
+     ["--column", "a", "--column", "b", "-o", "r.json", "d.csv"]),
+    (["d.csv", "--column=a", "b", "--bounds", "-5,5"],
+     ["d.csv", "--column", "a", "--column", "b", "--bounds", "-5,5"]),
+    (["d.csv", "--bounds", "-5,5", "--column", "a"], ["d.csv", "--bounds", "-5,5", "--column", "a"]),
+])
+def test_split_column_args(args, want):
+    from privpost.cli_release import split_column_args
+
+    assert split_column_args(args, {"--column", "--bounds", "-o"}) == want

@@ -62,9 +62,13 @@ def split_column_args(args: Sequence[str], value_options: set[str],
             out.extend(args[i:])
             positional += len(args) - i - 1
             break
-        if tok == "--column" and i + 1 < len(args):
-            out += [tok, args[i + 1]]
-            i += 2
+        if tok.startswith("--column=") or (tok == "--column" and i + 1 < len(args)):
+            if tok == "--column":
+                out += [tok, args[i + 1]]
+                i += 2
+            else:
+                out += ["--column", tok.split("=", 1)[1]]
+                i += 1
             start = len(out)
             while i < len(args) and not args[i].startswith("-"):
                 out += ["--column", args[i]]
