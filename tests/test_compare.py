@@ -78,3 +78,14 @@ def test_friction_infer_with_several_methods(demo_release):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert {r["method"] for r in doc["rows"]} == {"damcmc", "naive"}
+
+
+def test_predictive_check_on_the_demo_release(demo_release):
+    res = runner.invoke(app, ["infer", str(demo_release), "--model", "beta-bernoulli:a=1,b=1",
+                              "--draws", "300", "--warmup", "100", "--chains", "2", "--seed", "3",
+                              "--no-progress", "--predictive", "--json"])
+    assert res.exit_code == 0, res.output
+    pred = json.loads(res.stdout)["predictive"]
+    row = pred["coordinates"]["sum(x)"]
+    assert row["observed"] == pytest.approx(pp.Release.load(demo_release).observed[0])
+    assert 0.05 < row["p"] <= 1          # the true model reproduces its own release
