@@ -124,6 +124,9 @@ def test_friction_dirichlet_k_from_the_release(work):
     assert run("release", "survey.csv", "--query", "histogram", "--categories", "4",
                "--column", "region", "--epsilon", "1", "--seed", "2", "-o", "r2.json"
                ).exit_code == 0
+    # the issue: "histogram coordinates are all labelled `count`" (Rich ate the [..] part)
+    res = run("inspect", "r2.json")
+    assert all(f"count[region={j}]" in res.output for j in range(4)), res.output
     res = run("infer", "r2.json", "--model", "dirichlet-categorical", "--method", "gibbs-ss",
               "--draws", "200", "--warmup", "100", "--chains", "2", "--seed", "1",
               "--no-progress")
