@@ -36,8 +36,8 @@ def test_declared_count_privacy_is_derived_from_the_scale():
                    mechanism=pp.mechanisms.Gaussian(scale=2.0), n=10)
     assert g.privacy.rho == pytest.approx(5.0 ** 2 / (2 * 2.0 ** 2))   # rho = D2^2 / (2 s^2)
     # a privacy target gives the scale the mechanism calibrates to
-    t = pp.declare([1.0, 2.0, 3.0], query=pp.queries.Histogram(3), mechanism=pp.mechanisms.Laplace(epsilon=1),
-                   n=5, neighbours="add-remove")
+    t = pp.declare([1.0, 2.0, 3.0], query=pp.queries.Histogram(3),
+                   mechanism=pp.mechanisms.Laplace(epsilon=1), n=5, neighbours="add-remove")
     assert t.mechanism.scale == pytest.approx(1.0)                      # L1 sensitivity 1
 
 
