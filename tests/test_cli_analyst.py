@@ -295,3 +295,14 @@ def test_split_column_args(args, want):
     from privpost.cli_release import split_column_args
 
     assert split_column_args(args, {"--column", "--bounds", "-o"}) == want
+
+
+def test_count_query_from_flags(work):
+    res = run("release", "survey.csv", "--query", "count", "--column", "answer", "--epsilon", "1",
+              "--seed", "1", "-o", "c.json")
+    assert res.exit_code == 0, res.output
+    q = load(work / "c.json")["query"]
+    assert q["type"] == "sum" and q["bounds"] == [0, 1]
+    res = run("release", "survey.csv", "--query", "count", "--column", "age", "--epsilon", "1",
+              "-o", "c2.json")
+    assert res.exit_code == 1 and "0/1" in res.output and "--query sum" in res.output

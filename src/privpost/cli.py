@@ -145,7 +145,8 @@ def release_cmd(
                                           "release JSON (default: DATA-release.json here)."),
     spec: Optional[Path] = typer.Option(None, help="JSON spec: {query: {...}, mechanism: {...}, "
                                         "columns: [...], neighbours: 'replace'}."),
-    query: Optional[str] = typer.Option(None, help="Query type: sum, mean, histogram, "
+    query: Optional[str] = typer.Option(None, help="Query type: count (of a 0/1 column), sum, "
+                                        "mean, histogram, "
                                         "truncated_sum, regression_stats, covariate_moments, "
                                         "naive_bayes_counts."),
     bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH' for every "
@@ -200,6 +201,11 @@ def release_cmd(
         columns = columns_needed(query, columns, data)
         mdoc = _mechanism_doc(mechanism, epsilon, delta, rho, scale)
         records = read_columns(data, columns, level_list)
+        if query == "count" and not np.all((records == 0) | (records == 1)):
+            row = int(np.flatnonzero((records != 0) & (records != 1))[0])
+            raise PrivpostError(f"{data}: --query count needs a 0/1 column; {columns[0]!r} has "
+                                f"{records[row]:g} at row {row + 1} (use --query sum --bounds "
+                                "LOW,HIGH for a sum)")
         discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
         qdoc, notes = query_doc(query, columns, bounds=bounds, categories=categories,
                                 levels=level_list, n=n, rows=int(np.shape(records)[0]),
@@ -284,15 +290,7 @@ def declare_cmd(
             except ValueError:
                 raise PrivpostError(f"--value must be numbers (e.g. --value 412.7 or "
                                     f"--value 118,124,130), got {tok!r}") from None
-    notes = []
     qtype = query
-    if query == "count":
-        qtype = "sum"
-        if bounds:
-            raise PrivpostError("--bounds does not apply to a count (its records are 0/1); "
-                                "use --query sum --bounds LOW,HIGH for a sum")
-        bounds = ["0,1"]
-        notes.append("count = sum of 0/1 records (bounds 0,1; sensitivity 1)")
     columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
     if not columns:
         if qtype in ("regression_stats", "covariate_moments", "naive_bayes_counts"):
@@ -301,9 +299,8 @@ def declare_cmd(
         columns = ["x"]
     level_list = [v.strip() for v in levels.split(",")] if levels is not None else None
     discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
-    qdoc, more = query_doc(qtype, columns, bounds=bounds, categories=categories,
-                           levels=level_list, n=n, rows=None, integer=discrete)
-    notes += [m for m in more if "integer" in m]
+    qdoc, notes = query_doc(qtype, columns, bounds=bounds, categories=categories,
+                            levels=level_list, n=n, rows=None, integer=discrete)
     q = _build(query_from_dict, qdoc, "query")
     m = _build(mechanism_from_dict, _mechanism_doc(mechanism, epsilon, delta, rho, scale),
                "mechanism")

@@ -37,7 +37,7 @@ MECHANISM_TARGETS = {
     "randomized_response": "--epsilon E",
 }
 
-_SINGLE = ("sum", "mean", "histogram", "truncated_sum")
+_SINGLE = ("count", "sum", "mean", "histogram", "truncated_sum")
 
 
 def split_column_args(args: Sequence[str], value_options: set[str],
@@ -199,10 +199,16 @@ def query_doc(query: str, columns: list[str], *, bounds: Optional[Sequence[str]]
     """
     from privpost.queries import QUERIES
 
+    notes: list[str] = []
+    if query == "count":             # a count = the sum of a 0/1 column
+        if bounds:
+            raise PrivpostError("--bounds does not apply to a count (its records are 0/1); "
+                                "use --query sum --bounds LOW,HIGH for a sum")
+        query, bounds = "sum", ["0,1"]
+        notes.append("count = sum of 0/1 records (bounds 0,1; sensitivity 1)")
     if query not in QUERIES:
         raise PrivpostError(f"--query: unknown query {query!r}; type one of "
-                            f"{', '.join(sorted(QUERIES))}")
-    notes: list[str] = []
+                            f"count, {', '.join(sorted(QUERIES))}")
     doc: dict[str, Any] = {"type": query, "columns": list(columns)}
     b_default, b_named = parse_named(bounds, "bounds", parse_bounds)
     c_default, c_named = parse_named(categories, "categories", parse_count)
