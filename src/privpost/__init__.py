@@ -35,6 +35,8 @@ _ATTRS = {
     "ops_release": ("privpost.inference.ops", "ops_release"),
     "penalty_mcmc": ("privpost.inference.penalty", "penalty_mcmc"),
     "calibrate": ("privpost.experiments.calibration", "calibrate"),
+    "declare": ("privpost.declaration", "declare"),   # the module is not named declare: a
+    # submodule of that name would replace the function on import
 }
 
 __all__ = sorted(_SUBMODULES | set(_ATTRS) | {"Release", "ReleaseSet", "release"})

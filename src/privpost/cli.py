@@ -12,8 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import typer
+import typer.core
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from privpost.errors import PrivpostError
@@ -22,6 +25,20 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Bayesian inference from differentially private data.")
 out = Console()
 err = Console(stderr=True)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        from privpost import __version__
+
+        out.print(f"privpost {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version_callback,
+                                       is_eager=True, help="Print the version and exit.")):
+    """Bayesian inference from differentially private data."""
 
 
 def _fail(message: str, code: int = 1):
@@ -59,96 +76,246 @@ def _json_default(obj):
 
 
 # ---------------------------------------------------------------------------- release
-def _parse_bounds(text: str) -> tuple[float, float]:
+class _ReleaseCommand(typer.core.TyperCommand):
+    """``release`` also takes space-separated columns: ``--column x1 x2 y``."""
+
+    data_argument = True
+
+    def parse_args(self, ctx, args):
+        from privpost.cli_release import split_column_args
+
+        takes_value = {o for p in self.params
+                       if p.param_type_name == "option" and not getattr(p, "is_flag", False)
+                       for o in (*p.opts, *p.secondary_opts)}
+        return super().parse_args(ctx, split_column_args(args, takes_value, self.data_argument))
+
+
+class _DeclareCommand(_ReleaseCommand):
+    data_argument = False
+
+
+def _read_spec(spec: Path) -> dict:
     try:
-        lo, hi = (float(v) for v in text.split(","))
-    except ValueError:
-        raise PrivpostError(f"--bounds must be two numbers 'LOW,HIGH', got {text!r}") from None
-    return lo, hi
-
-
-def _spec_from_options(spec: Optional[Path], query: Optional[str], bounds: Optional[str],
-                       categories: Optional[int], column: Optional[list[str]],
-                       mechanism: str, epsilon: Optional[float], delta: Optional[float],
-                       rho: Optional[float]) -> dict:
-    if spec is not None:
-        try:
-            doc = json.loads(spec.read_text())
-        except OSError as exc:
-            raise PrivpostError(f"{spec}: cannot read the spec ({exc.strerror})") from None
-        except json.JSONDecodeError as exc:
-            raise PrivpostError(f"{spec}: the spec is not valid JSON ({exc.msg})") from None
-        if not isinstance(doc, dict) or "query" not in doc or "mechanism" not in doc:
-            raise PrivpostError(f"{spec}: the spec needs 'query' and 'mechanism' objects")
-        return doc
-    if query is None:
-        raise PrivpostError("give either --spec FILE or --query (with --bounds/--categories)")
-    qdoc: dict[str, Any] = {"type": query}
-    if bounds is not None:
-        qdoc["bounds"] = list(_parse_bounds(bounds))
-    if categories is not None:
-        qdoc["categories"] = categories
-    mdoc: dict[str, Any] = {"type": mechanism}
-    for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
-        if value is not None:
-            mdoc[key] = value
-    doc = {"query": qdoc, "mechanism": mdoc}
-    if column:
-        doc["columns"] = list(column)
+        doc = json.loads(spec.read_text())
+    except OSError as exc:
+        raise PrivpostError(f"{spec}: cannot read the spec ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise PrivpostError(f"{spec}: the spec is not valid JSON ({exc.msg})") from None
+    if not isinstance(doc, dict) or "query" not in doc or "mechanism" not in doc:
+        raise PrivpostError(f"{spec}: the spec needs 'query' and 'mechanism' objects")
     return doc
 
 
-@app.command("release")
+def _mechanism_doc(mechanism: str, epsilon, delta, rho, scale, categories=None) -> dict:
+    """The mechanism's JSON description from flags; a missing target says what to type."""
+    from privpost.cli_release import MECHANISM_TARGETS
+
+    if mechanism not in MECHANISM_TARGETS:
+        raise PrivpostError(f"--mechanism: unknown mechanism {mechanism!r}; type one of "
+                            f"{', '.join(MECHANISM_TARGETS)}")
+    mdoc: dict[str, Any] = {"type": mechanism}
+    for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho), ("scale", scale)):
+        if value is not None:
+            mdoc[key] = value
+    if len(mdoc) == 1 or (set(mdoc) == {"type", "delta"}):
+        hint = MECHANISM_TARGETS[mechanism]
+        raise PrivpostError(f"--epsilon is missing: give the privacy target of the {mechanism} "
+                            f"mechanism ({hint}, e.g. --epsilon 1)"
+                            + ("" if mechanism == "randomized_response" else
+                               ", or its noise scale --scale S"))
+    if mechanism == "randomized_response" and categories is not None:
+        mdoc["categories"] = categories
+    return mdoc
+
+
+def _build(builder, doc: dict, what: str):
+    try:
+        return builder(doc)
+    except PrivpostError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        raise PrivpostError(f"{what}: {exc}") from None
+
+
+@app.command("release", cls=_ReleaseCommand)
 @handles_errors
 def release_cmd(
     data: Path = typer.Argument(..., help="CSV or Parquet file of confidential records."),
-    output: Path = typer.Option(..., "--output", "-o", help="Where to write the release JSON."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the "
+                                          "release JSON (default: DATA-release.json here)."),
     spec: Optional[Path] = typer.Option(None, help="JSON spec: {query: {...}, mechanism: {...}, "
                                         "columns: [...], neighbours: 'replace'}."),
-    query: Optional[str] = typer.Option(None, help="Query type (sum, mean, histogram, ...)."),
-    bounds: Optional[str] = typer.Option(None, help="Clamping bounds 'LOW,HIGH'."),
-    categories: Optional[int] = typer.Option(None, help="Number of categories (histogram)."),
-    column: Optional[list[str]] = typer.Option(None, help="Column(s) to read, in query order."),
+    query: Optional[str] = typer.Option(None, help="Query type: count (of a 0/1 column), sum, "
+                                        "mean, histogram, "
+                                        "truncated_sum, regression_stats, covariate_moments, "
+                                        "naive_bayes_counts."),
+    bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH' for every "
+                                               "column, or per column 'NAME=LOW,HIGH' "
+                                               "(repeatable)."),
+    categories: Optional[list[str]] = typer.Option(None, help="Number of categories K "
+                                                   "(histogram), or per column 'NAME=K' "
+                                                   "(naive_bayes_counts; repeatable)."),
+    levels: Optional[str] = typer.Option(None, help="Text levels of a histogram column, in "
+                                         "order: 'north,south,east,west'."),
+    column: Optional[list[str]] = typer.Option(None, help="Column(s) to read, in query order: "
+                                               "--column x1 x2 y, or repeated."),
+    n: Optional[int] = typer.Option(None, "--n", help="Public record count of a mean (default: "
+                                    "the number of rows, which is then published)."),
     mechanism: str = typer.Option("laplace", help="laplace, gaussian, discrete_laplace, "
-                                  "discrete_gaussian."),
+                                  "discrete_gaussian, randomized_response."),
     epsilon: Optional[float] = typer.Option(None, help="Privacy target epsilon."),
     delta: Optional[float] = typer.Option(None, help="Privacy target delta (Gaussian)."),
     rho: Optional[float] = typer.Option(None, help="zCDP target rho (Gaussian family)."),
+    scale: Optional[float] = typer.Option(None, help="Noise scale instead of a privacy target "
+                                          "(the guarantee is then computed from it)."),
     neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible release (testing "
                                        "only; real releases use OS entropy)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
-    """Make a private release of a CSV/Parquet file of confidential records."""
-    from privpost.io import read_records
+    """Make a private release of a CSV/Parquet file of confidential records.
+
+    Example: privpost release reg.csv --query regression_stats --column x1 x2 y
+    --bounds x1=-4,4 --bounds x2=-4,4 --bounds y=-10,10 --epsilon 1 -o r.json
+    """
+    from privpost.cli_release import columns_needed, query_doc, read_columns
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
     from privpost.release import release
 
-    doc = _spec_from_options(spec, query, bounds, categories, column, mechanism, epsilon,
-                             delta, rho)
-    try:
-        q = query_from_dict(doc["query"])
-    except PrivpostError:
-        raise
-    except (ValueError, TypeError, KeyError) as exc:
-        raise PrivpostError(f"query: {exc}") from None
-    try:
-        m = mechanism_from_dict(doc["mechanism"])
-    except PrivpostError:
-        raise
-    except (ValueError, TypeError, KeyError) as exc:
-        raise PrivpostError(f"mechanism: {exc}") from None
-    columns = doc.get("columns") or list(q.columns)
-    records = read_records(data, columns)
+    if output is None:
+        output = Path(f"{Path(data).stem}-release.json")
+    _check_overwrite(output, force)
+    notes: list[str] = []
+    level_list = [v.strip() for v in levels.split(",")] if levels is not None else None
+    if spec is not None:
+        doc = _read_spec(spec)
+        columns = list(doc.get("columns") or [])
+        records = None
+    else:
+        if query is None:
+            raise PrivpostError("--query is missing: type e.g. --query sum --bounds 0,1 "
+                                "--column answer (or give --spec FILE)")
+        columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
+        columns = columns_needed(query, columns, data)
+        mdoc = _mechanism_doc(mechanism, epsilon, delta, rho, scale)
+        records = read_columns(data, columns, level_list)
+        if query == "count" and not np.all((records == 0) | (records == 1)):
+            row = int(np.flatnonzero((records != 0) & (records != 1))[0])
+            raise PrivpostError(f"{data}: --query count needs a 0/1 column; {columns[0]!r} has "
+                                f"{records[row]:g} at row {row + 1} (use --query sum --bounds "
+                                "LOW,HIGH for a sum)")
+        discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
+        qdoc, notes = query_doc(query, columns, bounds=bounds, categories=categories,
+                                levels=level_list, n=n, rows=int(np.shape(records)[0]),
+                                integer=discrete)
+        if mechanism == "randomized_response":
+            mdoc["categories"] = qdoc.get("categories")
+        doc = {"query": qdoc, "mechanism": mdoc, "columns": columns}
+    q = _build(query_from_dict, doc["query"], "query")
+    m = _build(mechanism_from_dict, doc["mechanism"], "mechanism")
+    columns = columns or list(q.columns)
+    if records is None:
+        records = read_columns(data, columns, None)
     rel = release(records, query=q, mechanism=m, neighbours=doc.get("neighbours", neighbours),
                   seed=seed, metadata={"source": Path(data).name})
     rel.save(output)
     if as_json:
-        _emit_json({"output": str(output), **rel.to_dict()})
+        _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
     else:
-        out.print(f"wrote [bold]{output}[/]: {q.name} of {rel.n} records, "
-                  f"{m.name} noise, scale {rel.mechanism.scale:.6g}; {_privacy_text(rel.privacy)}")
+        scale_text = ("" if rel.mechanism.scale is None
+                      else f", scale {rel.mechanism.scale:.6g}")
+        out.print(f"wrote [bold]{output}[/]: {q.name} of {rel.n} records "
+                  f"(columns {', '.join(q.columns)}), {m.name} noise{scale_text}; "
+                  f"{_privacy_text(rel.privacy)}", highlight=False)
+        for note in notes:
+            out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
+
+
+def _check_overwrite(path: Path, force: bool) -> None:
+    if path.exists() and not force:
+        raise PrivpostError(f"{path} exists: pass --force to overwrite it, or choose another "
+                            "-o file")
+
+
+# ---------------------------------------------------------------------------- declare
+@app.command("declare", cls=_DeclareCommand)
+@handles_errors
+def declare_cmd(
+    value: list[str] = typer.Option(..., help="Published noisy value(s), in the order of the "
+                                    "query's coordinates: --value 412.7, or --value 118,124,130."),
+    n: int = typer.Option(..., "--n", help="Public number of records."),
+    query: str = typer.Option(..., help="count (a sum of 0/1 records), sum, mean, histogram, "
+                              "truncated_sum, regression_stats, covariate_moments, "
+                              "naive_bayes_counts."),
+    output: Path = typer.Option(..., "--output", "-o", help="Where to write the release JSON."),
+    bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH', or per "
+                                               "column 'NAME=LOW,HIGH' (repeatable)."),
+    categories: Optional[list[str]] = typer.Option(None, help="Number of categories K, or per "
+                                                   "column 'NAME=K'."),
+    levels: Optional[str] = typer.Option(None, help="Names of the histogram's categories, "
+                                         "in order: 'north,south,east,west'."),
+    column: Optional[list[str]] = typer.Option(None, help="Name(s) of the record field(s), used "
+                                               "in labels: --column answer."),
+    mechanism: str = typer.Option("laplace", help="laplace, gaussian, discrete_laplace, "
+                                  "discrete_gaussian."),
+    scale: Optional[float] = typer.Option(None, help="Published noise scale (Laplace b, "
+                                          "Gaussian sd); the guarantee is computed from it."),
+    epsilon: Optional[float] = typer.Option(None, help="Published privacy target epsilon "
+                                            "(when the scale is not published)."),
+    delta: Optional[float] = typer.Option(None, help="Privacy target delta (Gaussian)."),
+    rho: Optional[float] = typer.Option(None, help="zCDP target rho (Gaussian family)."),
+    neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
+    source: str = typer.Option("", help="Where the numbers come from (stored in the release)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the release document as JSON."),
+):
+    """Write a release document from published numbers (no records needed).
+
+    Example -- an agency published a noisy count of 412.7 with Laplace noise of scale 10 from
+    n = 1000 records: privpost declare --query count --value 412.7 --scale 10 --n 1000 -o count.json
+    """
+    from privpost.cli_release import query_doc
+    from privpost.declaration import declare
+    from privpost.mechanisms import mechanism_from_dict
+    from privpost.queries import query_from_dict
+
+    _check_overwrite(output, force)
+    values = []
+    for item in value:
+        for tok in item.split(","):
+            try:
+                values.append(float(tok))
+            except ValueError:
+                raise PrivpostError(f"--value must be numbers (e.g. --value 412.7 or "
+                                    f"--value 118,124,130), got {tok!r}") from None
+    qtype = query
+    columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
+    if not columns:
+        if qtype in ("regression_stats", "covariate_moments", "naive_bayes_counts"):
+            raise PrivpostError(f"--column: name the {qtype} query's fields in order, e.g. "
+                                "--column x1 x2 y")
+        columns = ["x"]
+    level_list = [v.strip() for v in levels.split(",")] if levels is not None else None
+    discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
+    qdoc, notes = query_doc(qtype, columns, bounds=bounds, categories=categories,
+                            levels=level_list, n=n, rows=None, integer=discrete)
+    q = _build(query_from_dict, qdoc, "query")
+    m = _build(mechanism_from_dict, _mechanism_doc(mechanism, epsilon, delta, rho, scale),
+               "mechanism")
+    meta = {"source": source} if source else {}
+    rel = declare(values, query=q, mechanism=m, n=n, neighbours=neighbours, metadata=meta)
+    rel.save(output)
+    if as_json:
+        _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
+        return
+    out.print(f"wrote [bold]{output}[/]: declared {q.name} of {rel.n} records, "
+              f"{rel.dim} value{'s' if rel.dim > 1 else ''}, {rel.mechanism.name} noise, scale "
+              f"{rel.mechanism.scale:.6g} (sensitivity {rel.mechanism.sensitivity:g}); "
+              f"{_privacy_text(rel.privacy)}", highlight=False)
+    for note in notes:
+        out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
 
 
 # ---------------------------------------------------------------------------- inspect
@@ -234,7 +401,7 @@ def _print_release(rel) -> None:
     vals.add_column("coordinate")
     vals.add_column("value", justify="right")
     for label, value in list(zip(rel.labels, rel.observed))[:50]:
-        vals.add_row(label, f"{value:.6g}")
+        vals.add_row(escape(label), f"{value:.6g}")
     if rel.dim > 50:
         vals.add_row("...", f"({rel.dim - 50} more)")
     out.print(vals)
@@ -256,10 +423,10 @@ def _print_summary(post, level: float = 0.9) -> None:
     for col in cols:
         t.add_column(col.replace("mcse_mean", "mcse"), justify="right")
     for idx, row in table.iterrows():
-        t.add_row(str(idx), *[_fmt(row[c], c) for c in cols])
+        t.add_row(escape(str(idx)), *[_fmt(row[c], c) for c in cols])
     out.print(t)
     for note in post.notes:
-        out.print(f"[dim]note:[/] {note}", highlight=False)
+        out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
 
 
 def _fmt(value: float, column: str) -> str:
@@ -283,6 +450,17 @@ def _parse_options(items: list[str]) -> dict:
     return parsed
 
 
+def _model_for(spec: str, rel, quiet: bool = False):
+    """Model from ``--model``, with the sizes the release determines filled in and printed."""
+    from privpost.models.spec import model_for_release
+
+    mdl, inferred = model_for_release(spec, rel)
+    if inferred and not quiet:
+        text = ", ".join(f"{k} = {v}" for k, v in inferred.items())
+        out.print(f"[dim]model:[/] {text} (from the release)", highlight=False)
+    return mdl, inferred
+
+
 @app.command("infer")
 @handles_errors
 def infer_cmd(
@@ -301,34 +479,161 @@ def infer_cmd(
         None, "--option", help="Extra method option KEY=VALUE (repeatable; VALUE parsed as JSON "
         "when possible), e.g. --option covariate_moments=prior for gibbs-ss regression."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    predictive: bool = typer.Option(False, "--predictive", help="Posterior predictive check "
+                                    "of the release (replicated noisy values, p-values); "
+                                    "-o then also holds posterior_predictive/observed_data."),
+    predictive_plot: Optional[Path] = typer.Option(None, help="PNG of the predictive check "
+                                                   "(implies --predictive)."),
 ):
     """Posterior of a model's parameters given a release."""
     from privpost.inference import infer
-    from privpost.models import model_from_spec
 
+    if "," in method:       # several methods: the comparison table
+        return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
+                            option, as_json, None)
     rel = _load_release_or_set(path)
-    try:
-        mdl = model_from_spec(model)
-    except PrivpostError:
-        raise
-    except (ValueError, TypeError, KeyError) as exc:
-        raise PrivpostError(f"--model: {exc}") from None
+    mdl, inferred = _model_for(model, rel, quiet=as_json)
     options = dict(draws=draws, warmup=warmup, chains=chains, seed=seed,
                    progress=progress and not as_json)
     options.update(_parse_options(option or []))
     post = infer(mdl, rel, method=method, **options)
+    check = None
+    if predictive or predictive_plot is not None:
+        check = post.predictive(rel, model=mdl, seed=seed)
+        if predictive_plot is not None:
+            check.plot(predictive_plot)
     if output is not None:
         post.to_netcdf(output)
     if as_json:
         table = post.summary(level=level)
         _emit_json({"method": post.method, "exact": post.exact, "notes": post.notes,
+                    "inferred_from_release": inferred,
                     "output": str(output) if output else None,
                     "summary": {str(k): {c: float(v) for c, v in row.items()}
-                                for k, row in table.iterrows()}})
+                                for k, row in table.iterrows()},
+                    "predictive": check.to_dict() if check is not None else None})
         return
     _print_summary(post, level)
-    if output is not None:
-        out.print(f"wrote [bold]{output}[/]")
+    if check is not None:
+        _print_predictive(check)
+    for path_written in (output, predictive_plot):
+        if path_written is not None:
+            out.print(f"wrote [bold]{path_written}[/]")
+
+
+def _print_predictive(check) -> None:
+    table = check.summary()
+    t = Table(title=f"posterior predictive check ({check.flat.shape[0]} replicated releases, "
+              "noise included)", box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    cols = list(table.columns)
+    t.add_column("coordinate")
+    for col in cols:
+        t.add_column(col, justify="right")
+    for label, row in list(table.iterrows())[:50]:
+        t.add_row(escape(str(label)), *[f"{row[c]:.3f}" if c in ("p", "p_ge") else
+                                         f"{row[c]:.4g}" for c in cols])
+    out.print(t)
+    out.print(f"joint p (Mahalanobis distance) = {check.joint_p_value():.3f}; p near 0 means "
+              "the model does not reproduce the published values", highlight=False)
+
+
+# ---------------------------------------------------------------------------- compare
+@app.command("compare")
+@handles_errors
+def compare_cmd(
+    path: Path = typer.Argument(..., help="Release (or release set) JSON file."),
+    model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
+    methods: Optional[str] = typer.Option(None, help="Comma-separated methods (default: "
+                                          "damcmc,gibbs-ss,naive; randomized-response for "
+                                          "randomized-response reports); those that do not "
+                                          "apply are listed with the reason."),
+    draws: int = typer.Option(2000, min=1),
+    warmup: int = typer.Option(1000, min=0),
+    chains: int = typer.Option(4, min=1),
+    seed: Optional[int] = typer.Option(None),
+    level: float = typer.Option(0.9, help="Credible level of the intervals."),
+    plot: Optional[Path] = typer.Option(None, help="PNG file for the overlay of the posteriors."),
+    progress: bool = typer.Option(True, help="Show progress."),
+    option: Optional[list[str]] = typer.Option(
+        None, "--option", help="KEY=VALUE for every method, or METHOD.KEY=VALUE for one "
+        "(e.g. --option gibbs-ss.covariate_moments=prior)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
+):
+    """Run every applicable method on one release: one table and an overlay plot."""
+    _run_compare(path, model, methods, draws, warmup, chains, seed, level, progress, option,
+                 as_json, plot)
+
+
+def _run_compare(path, model, methods, draws, warmup, chains, seed, level, progress, option,
+                 as_json, plot):
+    from privpost.compare import compare
+
+    rel = _load_release_or_set(path)
+    mdl, inferred = _model_for(model, rel, quiet=as_json)
+    names = [m.strip() for m in (methods or "").split(",") if m.strip()] or None
+    common: dict[str, Any] = {}
+    per: dict[str, dict] = {}
+    for key, value in _parse_options(option or []).items():
+        head, dot, rest = key.partition(".")
+        if dot and head in (names or []) + ["damcmc", "gibbs-ss", "naive",
+                                            "randomized-response"]:
+            per.setdefault(head, {})[rest] = value
+        else:
+            common[key] = value
+    result = compare(mdl, rel, names, level=level, options=per, draws=draws, warmup=warmup,
+                     chains=chains, seed=seed, progress=progress and not as_json, **common)
+    if plot is not None:
+        result.plot(plot)
+    if as_json:
+        doc = result.to_dict()
+        doc.update(inferred_from_release=inferred, plot=str(plot) if plot else None)
+        _emit_json(doc)
+        return
+    lo_name, hi_name = f"q{100 * (1 - level) / 2:g}", f"q{100 * (1 + level) / 2:g}"
+    t = Table(title=f"methods on one release ({100 * level:g}% equal-tailed intervals)",
+              box=None, pad_edge=False, padding=(0, 1), header_style="bold")
+    for col in ("parameter", "method", "mean", lo_name, hi_name, "width", "r_hat", "ess",
+                "time/s", "kind"):
+        t.add_column(col, justify="left" if col in ("parameter", "method", "kind") else "right",
+                     no_wrap=True)
+    for r in sorted(result.rows(), key=lambda r: r["parameter"]):
+        t.add_row(escape(r["parameter"]), r["method"], f"{r['mean']:.3g}", f"{r['lo']:.3g}",
+                  f"{r['hi']:.3g}", f"{r['width']:.3g}", _fmt(r["r_hat"], "r_hat"),
+                  _fmt(r["ess_bulk"], "ess_bulk"), f"{r['seconds']:.1f}",
+                  "exact" if r["exact"] else "approx")
+    out.print(t)
+    for method, reason in result.skipped.items():
+        out.print(f"[dim]not applicable:[/] {method}: {escape(reason)}", highlight=False)
+    if plot is not None:
+        out.print(f"wrote [bold]{plot}[/]")
+
+
+# ---------------------------------------------------------------------------- budget
+@app.command("budget")
+@handles_errors
+def budget_cmd(
+    weights: str = typer.Option(..., help="Relative weights, one per release: '1,1,2'."),
+    epsilon: Optional[float] = typer.Option(None, help="Total pure-DP budget epsilon."),
+    rho: Optional[float] = typer.Option(None, help="Total zCDP budget rho (Gaussian family)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the shares as JSON."),
+):
+    """Split a privacy budget across several releases of the same records; state the total."""
+    from privpost.budget import split_budget, total_of
+
+    if (epsilon is None) == (rho is None):
+        raise PrivpostError("give the total budget: --epsilon E (Laplace family) or --rho R "
+                            "(Gaussian family)")
+    kind = "pure" if epsilon is not None else "zcdp"
+    shares = split_budget(epsilon if epsilon is not None else rho,
+                          [w for w in weights.split(",") if w.strip()], kind=kind)
+    total = total_of(shares, kind=kind)
+    if as_json:
+        _emit_json({"kind": kind, "shares": shares, "total": total.to_dict()})
+        return
+    flag = "--epsilon" if kind == "pure" else "--rho"
+    for j, share in enumerate(shares):
+        out.print(f"release {j}: {flag} {share!r}", highlight=False)
+    out.print(f"total (sequential composition): {_privacy_text(total)}", highlight=False)
 
 
 # ---------------------------------------------------------------------------- penalty

@@ -143,6 +143,8 @@ class Posterior:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 idata.add_groups({"chain_stats": ds})
+        if getattr(self, "_predictive", None) is not None:   # set by predictive()
+            self._predictive.add_to(idata)
         return idata
 
     def summary(self, level: float = 0.9, var_names: list[str] | None = None):
@@ -236,6 +238,21 @@ class Posterior:
                    notes=json.loads(attrs.get("privpost_notes", "[]")),
                    exact=bool(int(attrs.get("privpost_exact", 1))),
                    chain_stats=chain_stats)
+
+    def predictive(self, release=None, *, model=None, draws: int = 400, seed=None):
+        """Posterior predictive check of the release (:mod:`privpost.predictive`).
+
+        Draws ``draws`` replicated releases (records from the model at posterior draws, then
+        the statistic and the mechanism's noise) and returns a
+        :class:`~privpost.predictive.PredictiveCheck` (``summary()``, ``p_values()``,
+        ``plot()``). Afterwards :meth:`to_arviz` and :meth:`to_netcdf` also write the
+        ``posterior_predictive`` and ``observed_data`` groups.
+        """
+        from privpost.predictive import predictive
+
+        check = predictive(self, release, model=model, draws=draws, seed=seed)
+        self._predictive = check
+        return check
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}{list(v.shape[2:]) or ''}" for k, v in self.draws.items())

@@ -343,24 +343,45 @@ class Sum(Query):
     * replace-one: ``|t(r) - t(r')| <= b - a``, attained by ``r = a, r' = b``; in one dimension
       L1 = L2 = ``b - a``.
     * add/remove: ``|t(r)| <= max(|a|, |b|)``, attained at the bound of larger magnitude; L1 = L2.
+
+    ``integer=True`` declares integer-valued records (counts, 0/1 answers) so that the discrete
+    mechanisms apply: the bounds must then be integers, :meth:`validate_records` rejects
+    non-integer records (:class:`DataError`), and ``t(x) = clamp(round(x), a, b)`` -- the
+    rounding changes nothing for valid records and makes the statistic an integer for any
+    model proposal. Contributions still lie in ``[a, b]``, so the sensitivities above hold
+    unchanged.
     """
 
     name = "sum"
-    _init_fields = ("bounds", "columns")
+    _init_fields = ("bounds", "columns", "integer")
     _required_fields = ("bounds",)
 
-    def __init__(self, bounds, *, columns=None):
+    def __init__(self, bounds, *, columns=None, integer=False):
         self.bounds = _bounds(bounds)
         self.columns = _columns(columns, ("x",))
         self.dim = 1
         self.labels = (f"sum({self.columns[0]})",)
-        self.integer = False
+        if not isinstance(integer, bool):
+            raise ReleaseError(_field("integer"), f"must be true or false, got {integer!r}")
+        if integer and not all(float(b).is_integer() for b in self.bounds):
+            raise ReleaseError(_field("bounds"), "an integer sum needs integer bounds, got "
+                               f"{self.bounds}; type e.g. --bounds 0,1")
+        self.integer = integer
 
     def _coerce(self, records, check):
-        return _scalar_records(records, check)
+        x = _scalar_records(records, check)
+        if check and self.integer and x.size:
+            bad = x != np.round(x)
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise DataError(f"records: value {x[row]!r} at row {row} is not an integer "
+                                "(an integer sum needs integer records)")
+        return x
 
     def _t(self, x):
         lo, hi = self.bounds
+        if self.integer:
+            x = np.round(x)
         return np.clip(x, lo, hi).reshape(-1, 1)
 
     def _sensitivity(self, norm, neighbours):
@@ -370,7 +391,10 @@ class Sum(Query):
         return max(abs(lo), abs(hi))
 
     def _params(self):
-        return {"bounds": self.bounds, "columns": self.columns}
+        out = {"bounds": self.bounds, "columns": self.columns}
+        if self.integer:                     # omitted when False: older documents stay equal
+            out["integer"] = True
+        return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -444,14 +468,26 @@ class Histogram(Query):
     """
 
     name = "histogram"
-    _init_fields = ("categories", "columns")
+    _init_fields = ("categories", "columns", "levels")
     _required_fields = ("categories",)
 
-    def __init__(self, categories, *, columns=None):
+    def __init__(self, categories, *, columns=None, levels=None):
         self.categories = _pos_int(categories, "categories", minimum=2)
         self.columns = _columns(columns, ("x",))
         self.dim = self.categories
-        self.labels = tuple(f"count[{self.columns[0]}={j}]" for j in range(self.categories))
+        # levels: optional public names of the categories 0..k-1 (e.g. string levels of a CSV
+        # column), used in the labels; records stay integer codes.
+        if levels is not None:
+            if isinstance(levels, str) or not hasattr(levels, "__iter__"):
+                raise ReleaseError(_field("levels"), f"must be a list of names, got {levels!r}")
+            levels = tuple(levels)
+            if len(levels) != self.categories or not all(isinstance(v, str) and v for v in levels) \
+                    or len(set(levels)) != len(levels):
+                raise ReleaseError(_field("levels"), f"must be {self.categories} distinct "
+                                   f"non-empty names (one per category), got {list(levels)!r}")
+        self.levels = levels
+        names = levels if levels is not None else range(self.categories)
+        self.labels = tuple(f"count[{self.columns[0]}={j}]" for j in names)
         self.integer = True
 
     def _coerce(self, records, check):
@@ -483,7 +519,10 @@ class Histogram(Query):
         return 1.0
 
     def _params(self):
-        return {"categories": self.categories, "columns": self.columns}
+        out = {"categories": self.categories, "columns": self.columns}
+        if self.levels is not None:
+            out["levels"] = self.levels
+        return out
 
 
 # --------------------------------------------------------------------------------------------

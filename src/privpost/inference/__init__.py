@@ -18,6 +18,7 @@ METHODS: dict[str, str] = {
     "naive": "privpost.inference.naive:run",
     "nonprivate": "privpost.inference.nonprivate:run",
     "ops": "privpost.inference.ops:run",
+    "randomized-response": "privpost.inference.rr:run",
 }
 
 
@@ -82,6 +83,19 @@ def infer(model, release, method: str = "damcmc", **options):
         reject_release_set(method, release)
         return run_method(method, model, release, **options)
     run = get_method(method)
+    if method in ("damcmc", "gibbs-ss", "naive") and getattr(
+            getattr(release, "mechanism", None), "name", None) == "randomized_response":
+        raise IncompatibleError(f"method {method!r} cannot read randomized-response reports; "
+                                "use method='randomized-response' (exact, with the "
+                                "dirichlet-categorical model)")
+    if method == "damcmc":          # a release set of the same records: stacked contributions
+        from privpost.release import ReleaseSet
+
+        if isinstance(release, ReleaseSet):
+            from privpost.inference.joint import joint_problem
+
+            model, release = joint_problem(model, release)
+            return run(model, release, **options)
     if method not in ACCEPTS_RELEASE_SET:
         reject_release_set(method, release)
     return run(model, release, **options)

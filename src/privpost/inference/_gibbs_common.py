@@ -4,7 +4,6 @@ option checking, the noise model of a release, and building the :class:`Posterio
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,20 +101,14 @@ def make_posterior(draws, sample_stats, method, model, release, notes, exact, ch
 
 
 class Progress:
-    """Minimal progress report on stderr (every 10%) when enabled."""
+    """Progress of a sampler loop: the Rich bar every method shows
+    (:class:`privpost.inference._progress.ProgressBar`)."""
 
     def __init__(self, total: int, enabled: bool, label: str):
-        self.total = max(int(total), 1)
-        self.enabled = bool(enabled)
-        self.label = label
-        self._next = 0.1
+        from privpost.inference._progress import ProgressBar
+
+        self._bar = ProgressBar(total, enabled, label)
+        self.total, self.enabled, self.label = self._bar.total, self._bar.enabled, label
 
     def update(self, i: int) -> None:
-        if not self.enabled:
-            return
-        frac = (i + 1) / self.total
-        if frac >= self._next or i + 1 == self.total:
-            print(f"[{self.label}] {100 * frac:5.1f}% ({i + 1}/{self.total})", file=sys.stderr,
-                  flush=True)
-            while self._next <= frac:
-                self._next += 0.1
+        self._bar.update(i)

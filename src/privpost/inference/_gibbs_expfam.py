@@ -346,6 +346,7 @@ def sample(prob: ExpfamProblem, *, draws: int, warmup: int, chains: int, seed=No
                 rng, theta0=initial_theta(rng, prob, chains), n=prob.n, y=prob.y[0], a=prob.A[0, 0], c=prob.c[0],
                 prior_a=prob.prior["a"], prior_b=prob.prior["b"], scale=prob.noise.scale,
                 laplace=prob.noise.kind == "laplace", warmup=warmup, draws=draws, chains=chains)
+            Progress(warmup + draws, progress, "gibbs-ss").update(warmup + draws - 1)  # compiled
             return theta, {"stat": S, "fallback": np.zeros((chains, draws), dtype=bool)}
     state = init_state(rng, prob, chains)
     theta_out = np.empty((chains, draws) + state.theta.shape[1:])

@@ -22,7 +22,7 @@ Supported (model, query):
   positive semi-definite (its Schur complement's negative eigenvalues clipped, keeping ``n`` and
   the sums), then the conjugate update; NIW covariate hyperparameters are updated from ``X'X``.
 
-Options: ``draws`` (default 1000), ``chains`` (default 4), ``seed``, ``progress`` (ignored),
+Options: ``draws`` (default 1000), ``chains`` (default 4), ``seed``, ``progress`` (a completed bar),
 ``warmup`` (only used by the two-block Gibbs sampler of a LinearRegression with the
 "independent" prior; default 200).
 """
@@ -34,7 +34,7 @@ import numpy as np
 from privpost._rng import as_generator
 from privpost.errors import IncompatibleError
 from privpost.inference import expfam, reject_release_set
-from privpost.inference._gibbs_common import (check_sampler_options, make_posterior,
+from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
                                               reject_unknown)
 
 __all__ = ["run", "project_statistic"]
@@ -195,4 +195,5 @@ def run(model, release, *, draws: int = 1000, chains: int = 4, seed=None, progre
     stat = project_statistic(model, release, notes)
     rng = as_generator(seed)
     out = conjugate_draws(model, stat, int(release.n), draws, chains, rng, warmup)
+    Progress(1, progress, "naive").update(0)     # the same display as the other methods
     return make_posterior(out, {}, "naive", model, release, notes, exact=False)
