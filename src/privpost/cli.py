@@ -353,6 +353,15 @@ def _register_experiments() -> None:
 _register_experiments()
 
 
+def _register_compositional() -> None:
+    from privpost.compositional_cli import register
+
+    register(app, handles_errors, out)
+
+
+_register_compositional()
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 
