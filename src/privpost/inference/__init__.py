@@ -20,6 +20,17 @@ METHODS: dict[str, str] = {
     "ops": "privpost.inference.ops:run",
 }
 
+# seed 002 (compositional data, DPss release sets): see privpost.inference.compositional
+METHODS.update({
+    "dpboots": "privpost.inference.compositional:run_dpboots",
+    "dpmcmc": "privpost.inference.compositional:run_dpmcmc",
+    "dpremcmc": "privpost.inference.compositional:run_dpremcmc",
+    "dpabc": "privpost.inference.compositional:run_dpabc",
+    "dpapprox": "privpost.inference.compositional_approx:run_dpapprox",
+    "boots": "privpost.inference.compositional:run_boots",
+})
+_SEED002_SET_METHODS = frozenset({"dpboots", "dpmcmc", "dpremcmc", "dpabc", "dpapprox"})
+
 
 def get_method(name: str) -> Callable[..., Any]:
     """Return the ``run`` function of method ``name`` (raises :class:`IncompatibleError`)."""
@@ -34,7 +45,7 @@ def get_method(name: str) -> Callable[..., Any]:
 
 # Methods that take a privpost.ReleaseSet (several releases of the same records) as well as a
 # single Release; every other method rejects a set with reject_release_set.
-ACCEPTS_RELEASE_SET = frozenset({"gibbs-ss"})
+ACCEPTS_RELEASE_SET = frozenset({"gibbs-ss"}) | _SEED002_SET_METHODS
 
 
 def reject_release_set(method: str, release) -> None:
