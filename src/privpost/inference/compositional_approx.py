@@ -28,12 +28,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import digamma, polygamma
+from scipy.special import digamma, zeta
 
 from privpost._rng import spawn
 from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
                                               reject_unknown)
 from privpost.inference.dirichlet_tools import dirichlet_mle
+
+
+def _trigamma(x):
+    """Psi_1(x) = zeta(2, x) (scipy's polygamma is a slow Python wrapper)."""
+    return zeta(2, x)
+
 
 __all__ = ["run_dpapprox", "clt_loglik"]
 
@@ -42,7 +48,7 @@ def clt_loglik(s0, alpha, N, extra_var=None) -> float:
     """``log N(s0 | mu_alpha, Sigma_alpha / N + diag(extra_var))`` (full normalising constant)."""
     a = np.asarray(alpha, dtype=np.float64)
     mu = digamma(a) - digamma(a.sum())
-    S = np.diag(polygamma(1, a)) - polygamma(1, a.sum())
+    S = np.diag(_trigamma(a)) - _trigamma(a.sum())
     S = S / N
     if extra_var is not None:
         S = S + np.diag(extra_var)
@@ -91,7 +97,7 @@ def _chain(model, sL, lam, N, draws, warmup, mh_steps, rng, bar, offset):
                 log_step += (float(ok) - 0.3) / math.sqrt(it + 1.0)
         a = np.exp(u)
         mu = digamma(a) - digamma(a.sum())
-        Sig = np.diag(polygamma(1, a)) - polygamma(1, a.sum())
+        Sig = np.diag(_trigamma(a)) - _trigamma(a.sum())
         P = N * np.linalg.inv(Sig)
         Vinv = P + np.diag(prec)
         Lv = np.linalg.cholesky(Vinv)

@@ -9,12 +9,21 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from scipy.special import digamma, polygamma
+from scipy.special import digamma, zeta
 
 from privpost.models.dirichlet import dirichlet_open
 
-__all__ = ["digamma_inv", "dirichlet_mle", "censored_mean_logs", "mle_exists"]
+
+def _trigamma(x):
+    """Psi_1(x) = zeta(2, x) (scipy's polygamma is a slow Python wrapper)."""
+    return zeta(2, x)
+
+
+__all__ = ["digamma_inv", "dirichlet_mle", "censored_mean_logs", "mle_exists", "expected_mean_log",
+           "censoring_proportion", "censoring_bias"]
 
 _EULER = 0.5772156649015329
 
@@ -24,7 +33,7 @@ def digamma_inv(y: np.ndarray, newton: int = 6) -> np.ndarray:
     y = np.asarray(y, dtype=np.float64)
     x = np.where(y >= -2.22, np.exp(np.minimum(y, 700.0)) + 0.5, -1.0 / (y + _EULER))
     for _ in range(newton):
-        x = x - (digamma(x) - y) / polygamma(1, x)
+        x = x - (digamma(x) - y) / _trigamma(x)
         x = np.maximum(x, 1e-300)
     return x
 
@@ -74,7 +83,7 @@ def dirichlet_mle(s, *, tol: float = 1e-10, max_iter: int = 200) -> np.ndarray:
             a0i = np.exp(u[idx])
             aj = digamma_inv(digamma(a0i)[:, None] + Sk[idx])
             g = aj.sum(axis=1) - a0i
-            dg = a0i * (polygamma(1, a0i) * (1.0 / polygamma(1, aj)).sum(axis=1) - 1.0)
+            dg = a0i * (_trigamma(a0i) * (1.0 / _trigamma(aj)).sum(axis=1) - 1.0)
             step = np.where(dg != 0, g / np.where(dg != 0, dg, 1.0), 0.0)
             step = np.clip(step, -2.0, 2.0)
             u[idx] = u[idx] - step
@@ -101,3 +110,39 @@ def censored_mean_logs(alpha, N: int, a: float | None, rng) -> np.ndarray:
             np.maximum(x, lo, out=x)
         out[r] = np.log(x).mean(axis=0)
     return out[0] if np.ndim(alpha) == 1 else out
+
+
+# ------------------------------------------------------------------ censoring analysis (§2.2)
+def expected_mean_log(alpha) -> np.ndarray:
+    """``E[log x_j] = Psi(alpha_j) - Psi(alpha_0)``, (D,) -> (D,)."""
+    a = np.asarray(alpha, dtype=np.float64)
+    return digamma(a) - digamma(a.sum())
+
+
+def censoring_proportion(alpha, a: float) -> float:
+    """Expected share of censored entries ``(1/D) sum_j P(x_j < a) = (1/D) sum_j I_a(alpha_j,
+    beta_j)`` with ``beta_j = alpha_0 - alpha_j`` (the marginal is Beta(alpha_j, beta_j))."""
+    from scipy.special import betainc
+
+    al = np.asarray(alpha, dtype=np.float64)
+    return float(np.mean(betainc(al, al.sum() - al, a)))
+
+
+def censoring_bias(alpha, a: float) -> float:
+    """Average log-scale censoring bias ``(1/D) sum_j E[log max(x_j, a)] - E[log x_j] =
+    (1/D) sum_j int_0^a (log a - log x) Beta(x | alpha_j, beta_j) dx`` (by quadrature, in
+    ``t = log x`` so the ``x^(alpha_j - 1)`` singularity at 0 is harmless)."""
+    from scipy.integrate import quad
+    from scipy.special import betaln
+
+    al = np.asarray(alpha, dtype=np.float64)
+    la = math.log(a)
+    out = []
+    for aj in al:
+        bj = al.sum() - aj
+
+        def f(t):   # (log a - t) * Beta(e^t) * e^t
+            return (la - t) * math.exp(aj * t + (bj - 1) * math.log1p(-math.exp(t)) - betaln(aj, bj))
+
+        out.append(quad(f, -np.inf, la, limit=200, epsabs=0, epsrel=1e-10)[0])
+    return float(np.mean(out))
