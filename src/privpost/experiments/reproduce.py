@@ -875,6 +875,25 @@ REPRODUCTIONS: dict[str, Reproduction] = {
 }
 
 
+# seed 002 (Guo, Barrientos & Pena): compositional data -- runners in their own modules
+def _guo2023_atus(ctx: _Ctx) -> ReproductionReport:
+    from privpost.experiments.guo2023_atus import run_atus
+
+    return run_atus(ctx)
+
+
+_ATUS_COMMON = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0),
+                "scan_shares": (0.25, 0.75)}
+REPRODUCTIONS["guo2023-atus"] = Reproduction(
+    "guo2023-atus", "Guo, Barrientos & Pena 2023, Table 2 (ATUS time use, real data)",
+    "seed 002", ("boots", "nonprivate", "dpboots", "dpmcmc", "dpremcmc", "dpabc"),
+    {"quick": {**_ATUS_COMMON, "runs": 3, "draws": 500, "warmup": 500, "chains": 2,
+               "boot_draws": 300, "abc_draws": 200, "prior_draws": 400, "scan_runs": 2},
+     "full": {**_ATUS_COMMON, "runs": 100, "draws": 1000, "warmup": 1000, "chains": 4,
+              "boot_draws": 1000, "abc_draws": 1000, "prior_draws": 2000, "scan_runs": 20}},
+    _guo2023_atus, 2023)
+
+
 def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *,
               workers: int | None = None, scheduler: Any = None, seed: int | None = None,
               progress: bool = True) -> ReproductionReport:

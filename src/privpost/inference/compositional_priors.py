@@ -99,7 +99,8 @@ def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
 
     s1 = dpss.stat1
     if name == "p5":
-        opts = dict(draws=max(1, prior_draws // 4), warmup=500, chains=4, progress=False)
+        opts = dict(draws=max(1, prior_draws // 4), warmup=min(500, max(50, prior_draws // 4)),
+                    chains=4, progress=False)
         opts.update(p5_options or {})
         post = dpmcmc_posterior(model, s1, seed=rng, **opts)
         draws = post.draws["alpha"].reshape(-1, model.parts)

@@ -1,0 +1,38 @@
+"""The seed 002 reproductions run end to end on tiny settings (offline: shipped ATUS subset)."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from privpost.experiments.reproduce import REPRODUCTIONS, _Ctx
+
+DATA = Path(__file__).parent / "data" / "atus_small"
+
+
+def test_atus_loader_and_tiny_table2(tmp_path, monkeypatch):
+    from privpost.experiments.guo2023_atus import load_atus, run_atus
+
+    monkeypatch.setenv("PRIVPOST_ATUS_DIR", str(DATA))
+    d = load_atus()
+    assert d["F"].shape == (150, 3) and np.allclose(d["M"].sum(1), 1)
+    settings = {"epsilon": 0.5, "eps_scan": (1.0, 1e6), "scan_shares": (0.25,), "runs": 1,
+                "draws": 30, "warmup": 30, "chains": 1, "boot_draws": 40, "abc_draws": 20,
+                "prior_draws": 40, "scan_runs": 1}
+    ctx = _Ctx("guo2023-atus", "quick", settings, tmp_path, 1, {"progress": False})
+    rep = run_atus(ctx)
+    assert "Table 2" in rep.markdown and "DPABCp5" in rep.markdown
+    fr = rep.headline["fraction_rejecting"]
+    assert set(fr) == {"Boots", "MCMCp1", "DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5"}
+    assert all(len(v) == 3 for v in fr.values())
+    assert "guo2023-atus" in REPRODUCTIONS
+
+
+def test_atus_missing_data_is_a_clear_error(tmp_path, monkeypatch):
+    from privpost.errors import DataError
+    from privpost.experiments.guo2023_atus import load_atus
+
+    monkeypatch.setenv("PRIVPOST_ATUS_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match="PRIVPOST_ATUS_DIR"):
+        load_atus()
