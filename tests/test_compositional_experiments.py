@@ -36,3 +36,17 @@ def test_atus_missing_data_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DataError, match="PRIVPOST_ATUS_DIR"):
         load_atus()
+
+
+def test_simulation_study_runs_through_calibrate(tmp_path):
+    from privpost.experiments.guo2023_sim import run_sim
+
+    s = {"alphas": ("alpha1",), "n": (60,), "epsilon": (1e10,), "replicates": 1,
+         "methods": ("DPBoots", "DPMCMCp1", "DPABCp5"), "draws": 30, "warmup": 30,
+         "prior_draws": 40}
+    rep = run_sim(_Ctx("guo2023-compositional", "quick", s, tmp_path, 1,
+                       {"workers": 1, "scheduler": None, "progress": False}))
+    methods = {r[1] for r in rep.headline["rows"]}
+    assert methods == {"Boots", "MCMCp1", "DPBoots", "DPMCMCp1", "DPABCp5"}
+    assert (tmp_path / "runs" / "alpha1" / "calibration.csv").exists()
+    assert "guo2023-compositional" in REPRODUCTIONS

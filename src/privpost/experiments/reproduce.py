@@ -894,6 +894,25 @@ REPRODUCTIONS["guo2023-atus"] = Reproduction(
     _guo2023_atus, 2023)
 
 
+def _guo2023_sim(ctx: _Ctx) -> ReproductionReport:
+    from privpost.experiments.guo2023_sim import run_sim
+
+    return run_sim(ctx)
+
+
+REPRODUCTIONS["guo2023-compositional"] = Reproduction(
+    "guo2023-compositional", "Guo, Barrientos & Pena 2023, Sec. 4.1 simulation study",
+    "seed 002", ("boots", "nonprivate", "dpboots", "dpmcmc", "dpremcmc", "dpabc", "dpapprox"),
+    {"quick": {"alphas": ("alpha3",), "n": (1000,), "epsilon": (0.5, 1e10), "replicates": 4,
+               "methods": ("DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5"), "draws": 400,
+               "warmup": 400, "prior_draws": 400},
+     "full": {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
+              "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 50,
+              "methods": ("DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5", "DPapproxp1"),
+              "draws": 1000, "warmup": 1000, "prior_draws": 2000}},
+    _guo2023_sim, 2024)
+
+
 def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *,
               workers: int | None = None, scheduler: Any = None, seed: int | None = None,
               progress: bool = True) -> ReproductionReport:
