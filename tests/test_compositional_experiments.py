@@ -43,10 +43,12 @@ def test_simulation_study_runs_through_calibrate(tmp_path):
 
     s = {"alphas": ("alpha1",), "n": (60,), "epsilon": (1e10,), "replicates": 1,
          "methods": ("DPBoots", "DPMCMCp1", "DPABCp5"), "draws": 30, "warmup": 30,
-         "prior_draws": 40}
+         "prior_draws": 40, "rule_alphas": ("alpha2",), "rule_n": (1000,),
+         "rule_epsilon": (0.5,), "rule_reps": 5}
     rep = run_sim(_Ctx("guo2023-compositional", "quick", s, tmp_path, 1,
                        {"workers": 1, "scheduler": None, "progress": False}))
     methods = {r[1] for r in rep.headline["rows"]}
     assert methods == {"Boots", "MCMCp1", "DPBoots", "DPMCMCp1", "DPABCp5"}
     assert (tmp_path / "runs" / "alpha1" / "calibration.csv").exists()
     assert "guo2023-compositional" in REPRODUCTIONS
+    assert "| alpha2 | 1000 | 0.5 | printed | 0.01 | 1 |" in rep.markdown
