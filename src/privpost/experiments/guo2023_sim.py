@@ -45,6 +45,9 @@ def dpss_method(model, release, *, records, dp_method: str, prior=None, split: b
     if prior is not None:
         kw["prior"] = prior
     method = dp_method
+    kw.setdefault("progress", False)
+    if method in ("dpmcmc", "dpremcmc"):
+        kw.setdefault("cores", 1)      # calibrate's workers already run replicates in parallel
     if method in ("dpboots", "dpabc", "dpapprox"):
         kw.pop("cores", None)
     if method in ("dpboots", "dpabc"):
