@@ -52,3 +52,30 @@ def test_simulation_study_runs_through_calibrate(tmp_path):
     assert (tmp_path / "runs" / "alpha1" / "calibration.csv").exists()
     assert "guo2023-compositional" in REPRODUCTIONS
     assert "| alpha2 | 1000 | 0.5 | printed | 0.01 | 1 |" in rep.markdown
+
+
+@pytest.mark.slow
+def test_quick_simulation_reproduction(tmp_path):
+    """`privpost reproduce guo2023-compositional --quick` (minutes; make test-slow)."""
+    from privpost.experiments.reproduce import reproduce
+
+    rep = reproduce("guo2023-compositional", quick=True, outdir=tmp_path, workers=2,
+                    progress=False)
+    rows = {(r[1], r[3]): r for r in rep.headline["rows"]}
+    # at eps = 1e10 the exact private posterior matches the non-private one (seed Fig. 2)
+    assert rows[("DPMCMCp1", 1e10)][4] < 3 * rows[("MCMCp1", 1e10)][4]
+    assert rows[("DPBoots", 1e10)][4] < 3 * rows[("Boots", 1e10)][4]
+
+
+@pytest.mark.slow
+def test_quick_atus_reproduction(tmp_path):
+    from privpost.experiments.guo2023_atus import atus_dir
+    from privpost.experiments.reproduce import reproduce
+
+    try:
+        atus_dir()
+    except Exception:   # noqa: BLE001 - the real data live outside the repository
+        pytest.skip("ATUS data not found (set PRIVPOST_ATUS_DIR)")
+    rep = reproduce("guo2023-atus", quick=True, outdir=tmp_path, progress=False)
+    fr = rep.headline["fraction_rejecting"]
+    assert fr["Boots"] == [1.0, 0.0, 1.0] and fr["MCMCp1"] == [1.0, 0.0, 1.0]
