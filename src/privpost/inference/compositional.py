@@ -127,18 +127,20 @@ def _shape(draws, chains):
 
 def run_dpboots(model, release, *, prior=None, draws: int = 1000, chains: int = 1, seed=None,
                 progress: bool = False, warmup=None, **options):
-    """DPBoots: ``chains * draws`` bootstrap replicates of alpha (percentile intervals).
+    """DPBoots: ``draws`` bootstrap replicates of alpha (percentile intervals), shape (1, draws).
 
-    ``warmup`` is accepted (CLI default) and ignored: the replicates are independent.
+    ``warmup`` and ``chains`` are accepted (CLI defaults) and ignored: the replicates are
+    independent, one "chain" holds them all.
     """
     reject_unknown("dpboots", options)
     if prior not in (None, "none"):
         raise IncompatibleError("dpboots is frequentist: it takes no prior (omit prior=)")
     _ints(draws=draws, chains=chains)
+    chains = 1
     dpss, rel, notes = _setup("dpboots", model, release, None)
     rng = as_generator(seed)
     boot, dropped = dpboots_draws(rel.observed, rel.mechanism.scale, dpss.threshold, rel.n,
-                                  draws * chains, rng)
+                                  draws, rng)
     notes += ["dpboots: parametric bootstrap (frequentist); the draws are bootstrap replicates "
               "of the MLE, their percentile intervals are confidence intervals, not credible "
               "intervals",
@@ -158,6 +160,7 @@ def run_boots(model, release=None, *, records=None, draws: int = 1000, chains: i
         raise IncompatibleError("method='boots' needs the confidential records: "
                                 "infer(model, None, method='boots', records=x)")
     _ints(draws=draws, chains=chains)
+    chains = 1     # independent replicates: one "chain" of ``draws``
     x = model.validate_records(records)
     n = x.shape[0]
     a_hat = dirichlet_mle(np.log(x).mean(axis=0))
@@ -351,11 +354,13 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
               prior_draws: int = 2000, **options):
     """Rejection ABC (Tavare et al. 1997) with tolerance at the 10% distance quantile.
 
-    ``R = proposals_per_draw * draws * chains`` proposals ``alpha_r ~ prior``; for each, ``N``
+    ``R = proposals_per_draw * draws`` proposals ``alpha_r ~ prior``; for each, ``N``
     (``n``, or ``n2`` with a split) Dirichlet records, censored mean-log plus fresh
     ``Laplace(0, lambda_N)`` noise (the release's own scale); distance ``||s_r - s_L||_2``;
-    the ``draws * chains`` closest are kept -- acceptance exactly ``1/proposals_per_draw``
-    (10% by default, Pritchard et al. 1999).
+    the ``draws`` closest are kept -- acceptance exactly ``1/proposals_per_draw``
+    (10% by default, Pritchard et al. 1999). ``chains`` and ``warmup`` are accepted (CLI
+    defaults) and ignored: the accepted draws form one "chain". ``progress``: a report on stderr
+    every 10% of the simulations.
     """
     from privpost.inference.compositional_priors import build_prior
 
@@ -364,10 +369,18 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
     dpss, rel, notes = _setup("dpabc", model, release, prior)
     rng = as_generator(seed)
     spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws)
-    keep = draws * chains
+    chains = 1
+    keep = draws
     R = proposals_per_draw * keep
     alpha = spec.sample(R, rng)
-    sim = censored_mean_logs(alpha, rel.n, dpss.threshold, rng)
+    from privpost.inference._gibbs_common import Progress
+
+    bar = Progress(R, progress, "dpabc")
+    sim = np.empty(alpha.shape)
+    step = 200
+    for i in range(0, R, step):
+        sim[i:i + step] = censored_mean_logs(alpha[i:i + step], rel.n, dpss.threshold, rng)
+        bar.update(min(i + step, R) - 1)
     sim += _laplace(rng, rel.mechanism.scale, sim.shape)
     dist = np.sqrt(((sim - rel.observed) ** 2).sum(axis=1))
     idx = np.argsort(dist, kind="stable")[:keep]
