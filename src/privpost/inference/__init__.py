@@ -59,8 +59,9 @@ def reject_release_set(method: str, release) -> None:
         raise IncompatibleError(
             f"method {method!r} takes a single Release, not a ReleaseSet (this one holds {kinds}); "
             "only gibbs-ss reads a release set (LinearRegression with covariate_moments='noisy': "
-            "a RegressionStats and a CovariateMoments release of the same records). Pass one of "
-            "the set's releases, e.g. release_set.releases[0]")
+            "a RegressionStats and a CovariateMoments release of the same records), and seed "
+            "002's methods (dpboots, dpmcmc, dpremcmc, dpabc, dpapprox) read a DPss set. Pass "
+            "one of the set's releases, e.g. release_set.releases[0]")
 
 
 def infer(model, release, method: str = "damcmc", **options):

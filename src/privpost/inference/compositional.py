@@ -67,8 +67,9 @@ def _setup(method, model, release, prior):
     if not dpss.split:
         return dpss, dpss.stat, notes
     if prior in (None, "p1"):
-        notes.append(f"split release: the likelihood uses the D2 statistic only (n2 = "
-                     f"{dpss.n2}); the D1 statistic is unused with prior p1")
+        what = "with prior p1" if prior else f"by {method}"
+        notes.append(f"split release: the D2 statistic only is used (n2 = {dpss.n2}); the D1 "
+                     f"statistic is unused {what} (make a release without split for it)")
     return dpss, dpss.stat2, notes
 
 
