@@ -230,3 +230,15 @@ def test_cli_dpss(tmp_path, comps):
     res = runner.invoke(app, ["dpss", str(p), "--column", "a", "--column", "b", "--column", "zz",
                               "--epsilon1", "1", "--epsilon2", "1", "-o", str(out)])
     assert res.exit_code == 1 and "zz" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("alpha,want", [([0.5, 0.5, 0.5], [0.2488, 0.7191, 0.9069, 0.9700]),
+                                        ([2, 20, 2], [0.0863, 0.9564, 0.9995, 1.0]),
+                                        ([2.2, 3.3, 4.4, 5.5, 6.6], [0.2351, 0.9885, 0.99993, 1.0])])
+def test_score_counts_uncensored_records_extract_3_6_4(alpha, want):
+    """u_m / n = P(min_j x_j >= a_m) (extract §3.6.4, Monte Carlo there with 2e6 draws)."""
+    n = 200_000
+    x = np.random.default_rng(11).dirichlet(alpha, n)
+    u = np.cumsum(ThresholdScore(len(alpha), DEFAULT_THRESHOLDS[:4]).statistic(x)) / n
+    se = np.sqrt(np.array(want) * (1 - np.array(want)) / n + 1e-12)
+    assert np.all(np.abs(u - want) <= 4 * se + 5e-5), (u, want)
