@@ -740,7 +740,14 @@ def _register_release_cells() -> None:  # per-cell counts for the HMM (seed 004)
     register(app, handles_errors, out)
 
 
+def _register_compositional() -> None:
+    from privpost.compositional_cli import register
+
+    register(app, handles_errors, out)
+
+
 _register_release_cells()
+_register_compositional()
 
 
 def main() -> None:  # pragma: no cover - console entry point

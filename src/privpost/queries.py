@@ -1080,6 +1080,12 @@ QUERIES: dict[str, type[Query]] = {
 }
 
 
+# seed 002's DPss score histogram lives in its own module (imported here so that it registers)
+from privpost.queries_score import ThresholdScore  # noqa: E402
+
+QUERIES[ThresholdScore.name] = ThresholdScore
+
+
 def query_from_dict(d: dict) -> Query:
     """Build a query from its :meth:`Query.to_dict` form, dispatching on ``d["type"]``."""
     if not isinstance(d, dict):

@@ -342,11 +342,21 @@ class ReleaseSet:
     The total follows the composition rule that applies (:func:`privpost.accounting.compose`):
     pure ε adds; zCDP ρ adds (pure ε counts as ρ = ε²/2); anything with (ε, δ) composes by
     basic composition after converting zCDP at the stated ``delta``.
+
+    ``subsets`` (optional, one name per release) says which records each release was computed
+    from: ``"all"`` (the whole data set, size ``n``) or the name of a part of a random partition
+    of it (e.g. ``"D1"``, ``"D2"``; seed 002's data split). Releases on the same part compose
+    sequentially; different parts are disjoint, so they compose in **parallel** (the maximum
+    over parts: pure ε, or ρ when every part is pure/zCDP; otherwise their sum, which is always
+    valid); the result composes sequentially with the releases on ``"all"``. Releases on one part
+    must share ``n``; the parts' sizes must add up to at most the ``"all"`` releases' ``n``.
+    Without ``subsets`` every release is on the whole data set.
     """
 
     releases: list[Release]
     delta: float = 1e-6
     description: str = ""
+    subsets: list[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.releases:
@@ -354,19 +364,57 @@ class ReleaseSet:
         rels = self.releases
         if len({r.neighbours for r in rels}) > 1:
             raise ReleaseError("releases", "mix neighbour relations; their costs cannot be added")
-        if len({r.n for r in rels}) > 1:
-            raise ReleaseError("releases", "disagree on the public record count n")
+        if self.subsets is None:
+            if len({r.n for r in rels}) > 1:
+                raise ReleaseError("releases", "disagree on the public record count n")
+            return
+        subs = self.subsets
+        if not isinstance(subs, (list, tuple)) or len(subs) != len(rels) or \
+                not all(isinstance(s, str) and s for s in subs):
+            raise ReleaseError("subsets", f"must list one non-empty name per release "
+                               f"({len(rels)}), e.g. ['all', 'D1', 'D2']; got {subs!r}")
+        self.subsets = list(subs)
+        sizes: dict[str, int] = {}
+        for i, (s, r) in enumerate(zip(self.subsets, rels)):
+            if sizes.setdefault(s, r.n) != r.n:
+                raise ReleaseError(f"releases[{i}].n", f"{r.n} differs from the other releases "
+                                   f"on subset {s!r} (n = {sizes[s]})")
+        parts = {s: m for s, m in sizes.items() if s != "all"}
+        if "all" in sizes and sum(parts.values()) > sizes["all"]:
+            raise ReleaseError("subsets", f"the parts {sorted(parts)} hold {sum(parts.values())} "
+                               f"records, more than the whole data set (n = {sizes['all']})")
 
     def total_privacy(self):
         """The composed guarantee (:class:`privpost.accounting.Privacy`)."""
-        from privpost.accounting import compose
+        from privpost.accounting import Privacy, compose
 
-        return compose([r.privacy for r in self.releases], delta=self.delta)
+        if self.subsets is None:
+            return compose([r.privacy for r in self.releases], delta=self.delta)
+        on_all = [r.privacy for s, r in zip(self.subsets, self.releases) if s == "all"]
+        per_part = {}
+        for s, r in zip(self.subsets, self.releases):
+            if s != "all":
+                per_part.setdefault(s, []).append(r.privacy)
+        totals = [compose(v, delta=self.delta) for v in per_part.values()]
+        if totals:
+            kinds = {p.kind for p in totals}
+            nb = totals[0].neighbours
+            if kinds == {"pure"}:
+                on_all.append(Privacy.pure(max(p.epsilon for p in totals), nb))
+            elif "approx" not in kinds:
+                on_all.append(Privacy.zcdp(max(p.rho if p.kind == "zcdp" else p.epsilon ** 2 / 2
+                                               for p in totals), nb))
+            else:
+                on_all.extend(totals)
+        return compose(on_all, delta=self.delta)
 
     def to_dict(self) -> dict:
-        return {"schema": SET_SCHEMA, "description": self.description, "delta": self.delta,
-                "releases": [r.to_dict() for r in self.releases],
-                "total_privacy": self.total_privacy().to_dict()}
+        doc = {"schema": SET_SCHEMA, "description": self.description, "delta": self.delta,
+               "releases": [r.to_dict() for r in self.releases],
+               "total_privacy": self.total_privacy().to_dict()}
+        if self.subsets is not None:
+            doc["subsets"] = list(self.subsets)
+        return doc
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -386,7 +434,11 @@ class ReleaseSet:
                 rels.append(Release.from_dict(item))
             except ReleaseError as exc:
                 raise ReleaseError(f"releases[{i}].{exc.field}", exc.problem) from None
-        return cls(rels, delta=float(doc.get("delta", 1e-6)), description=str(doc.get("description", "")))
+        rset = cls(rels, delta=float(doc.get("delta", 1e-6)),
+                   description=str(doc.get("description", "")), subsets=doc.get("subsets"))
+        if "total_privacy" in doc:
+            _check_privacy(doc["total_privacy"], rset.total_privacy())
+        return rset
 
     @classmethod
     def load(cls, path: str | Path) -> "ReleaseSet":

@@ -875,6 +875,47 @@ REPRODUCTIONS: dict[str, Reproduction] = {
 }
 
 
+# seed 002 (Guo, Barrientos & Pena): compositional data -- runners in their own modules
+def _guo2023_atus(ctx: _Ctx) -> ReproductionReport:
+    from privpost.experiments.guo2023_atus import run_atus
+
+    return run_atus(ctx)
+
+
+_ATUS_COMMON = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0),
+                "scan_shares": (0.25, 0.75)}
+REPRODUCTIONS["guo2023-atus"] = Reproduction(
+    "guo2023-atus", "Guo, Barrientos & Pena 2023, Table 2 (ATUS time use, real data)",
+    "seed 002", ("boots", "nonprivate", "dpboots", "dpmcmc", "dpremcmc", "dpabc"),
+    {"quick": {**_ATUS_COMMON, "runs": 3, "draws": 500, "warmup": 500, "chains": 2,
+               "boot_draws": 300, "abc_draws": 200, "prior_draws": 400, "scan_runs": 2},
+     "full": {**_ATUS_COMMON, "runs": 100, "draws": 1000, "warmup": 1000, "chains": 4,
+              "boot_draws": 1000, "abc_draws": 1000, "prior_draws": 2000, "scan_runs": 20}},
+    _guo2023_atus, 2023)
+
+
+def _guo2023_sim(ctx: _Ctx) -> ReproductionReport:
+    from privpost.experiments.guo2023_sim import run_sim
+
+    return run_sim(ctx)
+
+
+_RULE_STUDY = {"rule_alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"),
+               "rule_n": (1000, 5000), "rule_epsilon": (0.25, 0.5, 1.5, 1e10)}
+REPRODUCTIONS["guo2023-compositional"] = Reproduction(
+    "guo2023-compositional", "Guo, Barrientos & Pena 2023, Sec. 4.1 simulation study",
+    "seed 002", ("boots", "nonprivate", "dpboots", "dpmcmc", "dpremcmc", "dpabc", "dpapprox"),
+    {"quick": {"alphas": ("alpha3",), "n": (1000,), "epsilon": (0.5, 1e10), "replicates": 4,
+               "methods": ("DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5"), "draws": 400,
+               "warmup": 400, "prior_draws": 400, **_RULE_STUDY, "rule_reps": 100},
+     "full": {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
+              "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 50,
+              "methods": ("DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5", "DPapproxp1"),
+              "draws": 1000, "warmup": 1000, "prior_draws": 2000, **_RULE_STUDY,
+              "rule_reps": 200}},
+    _guo2023_sim, 2024)
+
+
 def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *,
               workers: int | None = None, scheduler: Any = None, seed: int | None = None,
               progress: bool = True) -> ReproductionReport:

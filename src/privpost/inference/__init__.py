@@ -21,6 +21,17 @@ METHODS: dict[str, str] = {
     "randomized-response": "privpost.inference.rr:run",
 }
 
+# seed 002 (compositional data, DPss release sets): see privpost.inference.compositional
+METHODS.update({
+    "dpboots": "privpost.inference.compositional:run_dpboots",
+    "dpmcmc": "privpost.inference.compositional:run_dpmcmc",
+    "dpremcmc": "privpost.inference.compositional:run_dpremcmc",
+    "dpabc": "privpost.inference.compositional:run_dpabc",
+    "dpapprox": "privpost.inference.compositional_approx:run_dpapprox",
+    "boots": "privpost.inference.compositional:run_boots",
+})
+_SEED002_SET_METHODS = frozenset({"dpboots", "dpmcmc", "dpremcmc", "dpabc", "dpapprox"})
+
 
 def get_method(name: str) -> Callable[..., Any]:
     """Return the ``run`` function of method ``name`` (raises :class:`IncompatibleError`)."""
@@ -35,7 +46,7 @@ def get_method(name: str) -> Callable[..., Any]:
 
 # Methods that take a privpost.ReleaseSet (several releases of the same records) as well as a
 # single Release; every other method rejects a set with reject_release_set.
-ACCEPTS_RELEASE_SET = frozenset({"gibbs-ss"})
+ACCEPTS_RELEASE_SET = frozenset({"gibbs-ss"}) | _SEED002_SET_METHODS
 
 
 def reject_release_set(method: str, release) -> None:
@@ -49,8 +60,9 @@ def reject_release_set(method: str, release) -> None:
         raise IncompatibleError(
             f"method {method!r} takes a single Release, not a ReleaseSet (this one holds {kinds}); "
             "only gibbs-ss reads a release set (LinearRegression with covariate_moments='noisy': "
-            "a RegressionStats and a CovariateMoments release of the same records). Pass one of "
-            "the set's releases, e.g. release_set.releases[0]")
+            "a RegressionStats and a CovariateMoments release of the same records), and seed "
+            "002's methods (dpboots, dpmcmc, dpremcmc, dpabc, dpapprox) read a DPss set. Pass "
+            "one of the set's releases, e.g. release_set.releases[0]")
 
 
 def infer(model, release, method: str = "damcmc", **options):

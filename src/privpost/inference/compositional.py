@@ -1,0 +1,398 @@
+"""Seed 002's methods on a DPss release (Guo, Barrientos & Pena; extract §2.5-§2.11).
+
+Methods (each ``run_*(model, release_set, *, prior=..., ...) -> Posterior``, registered in
+:data:`privpost.inference.METHODS`; ``model`` is a :class:`~privpost.models.Dirichlet` whose own
+prior is p1):
+
+========== ===================== ==========================================================
+method     priors (Table 1)      what it does
+========== ===================== ==========================================================
+dpboots    --                    DP parametric bootstrap (Algorithm 2): truncated-Laplace
+                                 de-noising, MLE, bootstrap data censored at ``a``
+dpmcmc     p1, p3, p4            exact data augmentation (``damcmc``) on model (2)/(4)
+dpremcmc   p1, p3, p4            ``damcmc`` on ``b`` pseudo-records with weight ``n/b``
+                                 (model (5)), with the (w - 1) log-density term
+dpabc      p1, p2, p3, p4, p5    rejection ABC, 10% of the proposals accepted
+dpapprox   p1, p3, p4            CLT Gibbs (Bernstein-Sheldon), see
+                                 :mod:`privpost.inference.compositional_approx`
+boots      --                    non-private parametric bootstrap (``records=``)
+========== ===================== ==========================================================
+
+The non-private MCMCp1 benchmark is ``method="nonprivate"`` with ``records=`` and a Dirichlet
+model (its prior is p1). With ``prior="p1"`` on a split release the methods use the D2 statistic
+only (the seed's p1 methods use a release on the whole data; make a release without ``split``
+for them). p2-p5 need a split release and use D2's statistic for the likelihood.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from privpost._rng import as_generator
+from privpost.errors import IncompatibleError, PrivpostError
+from privpost.inference._gibbs_common import make_posterior, reject_unknown
+from privpost.inference.dirichlet_tools import censored_mean_logs, dirichlet_mle, mle_exists
+from privpost.models.dirichlet import Dirichlet, dirichlet_open
+
+__all__ = ["run_dpboots", "run_boots", "run_dpmcmc", "run_dpremcmc", "run_dpabc",
+           "dpboots_draws", "dpmcmc_posterior", "weighted_model", "pseudo_release",
+           "DirichletProposal", "METHOD_PRIORS"]
+
+METHOD_PRIORS = {"dpmcmc": ("p1", "p3", "p4"), "dpremcmc": ("p1", "p3", "p4"),
+                 "dpabc": ("p1", "p2", "p3", "p4", "p5"), "dpapprox": ("p1", "p3", "p4")}
+
+
+# ----------------------------------------------------------------------------------- helpers
+def _check_model(model):
+    if not isinstance(model, Dirichlet):
+        raise IncompatibleError(f"seed 002's methods need a Dirichlet model (e.g. "
+                                f"'dirichlet:parts=3'), got {type(model).__name__}")
+
+
+def _setup(method, model, release, prior):
+    """Parse the DPss set and pick the statistic the likelihood uses. Returns (dpss, rel, notes)."""
+    from privpost.compositional import parse_dpss
+
+    _check_model(model)
+    dpss = parse_dpss(release)
+    if dpss.parts != model.parts:
+        raise IncompatibleError(f"the release has {dpss.parts} parts but the model "
+                                f"{model.parts}; use 'dirichlet:parts={dpss.parts}'")
+    allowed = METHOD_PRIORS.get(method)
+    if allowed is not None and prior not in allowed:
+        raise IncompatibleError(f"method {method!r} takes prior {' / '.join(allowed)} (seed 002 "
+                                f"Table 1), got {prior!r}")
+    notes = [f"DPss release: a = {dpss.threshold:g} chosen by the {dpss.rule!r} rule (margin "
+             f"k = {dpss.margin_k}); eps1 = {dpss.epsilon1:g}, eps2 = {dpss.epsilon2:g}"]
+    if not dpss.split:
+        return dpss, dpss.stat, notes
+    if prior in (None, "p1"):
+        what = "with prior p1" if prior else f"by {method}"
+        notes.append(f"split release: the D2 statistic only is used (n2 = {dpss.n2}); the D1 "
+                     f"statistic is unused {what} (make a release without split for it)")
+    return dpss, dpss.stat2, notes
+
+
+def _ints(**kw):
+    for k, v in kw.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise PrivpostError(f"{k} must be an integer >= 1, got {v!r}")
+
+
+def _laplace(rng, scale, size):
+    return rng.laplace(0.0, scale, size=size)
+
+
+# ----------------------------------------------------------------------------------- DPBoots
+def dpboots_draws(s_L, scale, a, n, B, rng, *, max_proposals: int = 10 ** 7):
+    """DPBoots (Algorithm 2 with the prose's censored step v); returns ``((B, D), n_dropped)``.
+
+    i-ii) ``e ~ Laplace(0, scale)^D`` truncated to ``{e : sum_j exp(s_L - e) < 1}`` (rejection);
+    iii) ``alpha* = MLE(s_L - e)``; iv) ``n`` records from Dir(alpha*); v) ``alpha~ =
+    MLE(S_0(D~, a))`` censored at the released ``a``; **no fresh noise** (extract pitfall 7).
+    Replicates whose step-v MLE does not exist are redrawn (counted in ``n_dropped``).
+    """
+    s_L = np.asarray(s_L, dtype=np.float64)
+    D = s_L.size
+    out, dropped, proposed = [], 0, 0
+    need = B
+    while need > 0:
+        m = max(64, 2 * need)
+        acc = []
+        while sum(len(x) for x in acc) < need:
+            e = _laplace(rng, scale, (m, D))
+            proposed += m
+            keep = mle_exists(s_L - e)
+            acc.append(e[keep])
+            if proposed > max_proposals:
+                raise IncompatibleError(
+                    "DPBoots: fewer than 1 in 10^7 Laplace draws put the de-noised statistic in "
+                    "the range of the Dirichlet mean-log (sum_j exp(s_j) < 1): the release's "
+                    "noise scale is too large for a bootstrap; use dpmcmc")
+        e = np.concatenate(acc)[:need]
+        a_star = dirichlet_mle(s_L - e)
+        a_star = a_star[np.all(np.isfinite(a_star), axis=1)]
+        S = censored_mean_logs(a_star, n, a, rng)
+        a_t = dirichlet_mle(S)
+        ok = np.all(np.isfinite(a_t), axis=1)
+        dropped += int((~ok).sum()) + (need - a_star.shape[0])
+        out.append(a_t[ok])
+        need = B - sum(len(x) for x in out)
+    return np.concatenate(out)[:B], dropped
+
+
+def _shape(draws, chains):
+    d = draws.shape[-1]
+    return {"alpha": draws.reshape(chains, -1, d)}
+
+
+def run_dpboots(model, release, *, prior=None, draws: int = 1000, chains: int = 1, seed=None,
+                progress: bool = False, warmup=None, **options):
+    """DPBoots: ``draws`` bootstrap replicates of alpha (percentile intervals), shape (1, draws).
+
+    ``warmup`` and ``chains`` are accepted (CLI defaults) and ignored: the replicates are
+    independent, one "chain" holds them all.
+    """
+    reject_unknown("dpboots", options)
+    if prior not in (None, "none"):
+        raise IncompatibleError("dpboots is frequentist: it takes no prior (omit prior=)")
+    _ints(draws=draws, chains=chains)
+    chains = 1
+    dpss, rel, notes = _setup("dpboots", model, release, None)
+    rng = as_generator(seed)
+    boot, dropped = dpboots_draws(rel.observed, rel.mechanism.scale, dpss.threshold, rel.n,
+                                  draws, rng)
+    notes += ["dpboots: parametric bootstrap (frequentist); the draws are bootstrap replicates "
+              "of the MLE, their percentile intervals are confidence intervals, not credible "
+              "intervals",
+              "dpboots: noise de-convolved by truncated Laplace draws; assumes S_0(D) ~ S_0(D, a) "
+              "(little censoring), bootstrap statistics censored at the released a"]
+    if dropped:
+        notes.append(f"dpboots: {dropped} replicate(s) without an MLE were redrawn")
+    return make_posterior(_shape(boot, chains), {}, "dpboots", model, release, notes, exact=False)
+
+
+def run_boots(model, release=None, *, records=None, draws: int = 1000, chains: int = 1,
+              seed=None, progress: bool = False, warmup=None, prior=None, **options):
+    """Non-private parametric bootstrap ``Boots`` from the confidential ``records`` (n, D)."""
+    reject_unknown("boots", options)
+    _check_model(model)
+    if records is None:
+        raise IncompatibleError("method='boots' needs the confidential records: "
+                                "infer(model, None, method='boots', records=x)")
+    _ints(draws=draws, chains=chains)
+    chains = 1     # independent replicates: one "chain" of ``draws``
+    x = model.validate_records(records)
+    n = x.shape[0]
+    a_hat = dirichlet_mle(np.log(x).mean(axis=0))
+    if not np.all(np.isfinite(a_hat)):
+        raise PrivpostError("boots: the Dirichlet MLE of the records does not exist")
+    rng = as_generator(seed)
+    out, need = [], draws * chains
+    while need > 0:
+        a_t = dirichlet_mle(censored_mean_logs(np.tile(a_hat, (need, 1)), n, None, rng))
+        a_t = a_t[np.all(np.isfinite(a_t), axis=1)]
+        out.append(a_t)
+        need -= a_t.shape[0]
+    notes = ["boots: non-private parametric bootstrap from the confidential records (for "
+             f"simulation studies); MLE = {np.round(a_hat, 4).tolist()}"]
+    return make_posterior(_shape(np.concatenate(out)[:draws * chains], chains), {}, "boots",
+                          model, None, notes, exact=False)
+
+
+# ----------------------------------------------------------------------------------- DPMCMC
+def _init_from(rel):
+    a = dirichlet_mle(np.asarray(rel.observed))
+    return {"alpha": a} if np.all(np.isfinite(a)) else None
+
+
+def dpmcmc_posterior(model, rel, **opts):
+    """``damcmc`` on one CensoredLogMean release, started at MLE(s_L) when it exists."""
+    from privpost.inference import damcmc
+
+    if opts.get("init") is None:
+        opts["init"] = _init_from(rel)
+    return damcmc.run(model, rel, **opts)
+
+
+def run_dpmcmc(model, release, *, prior: str = "p1", seed=None, prior_draws: int = 2000,
+               **options):
+    """DPMCMC (model (2) with p1, model (4) with p3/p4): exact DA-MCMC on the censored release.
+
+    Options are passed to :func:`privpost.inference.damcmc.run` (``draws``, ``warmup``,
+    ``chains``, ``progress``, ``cores``, ...). The target is the exact posterior given the
+    release used (censoring handled exactly: the latent records are censored in the Laplace
+    term, uncensored in the alpha update).
+    """
+    from privpost.inference.compositional_priors import build_prior
+
+    dpss, rel, notes = _setup("dpmcmc", model, release, prior)
+    rng = as_generator(seed)
+    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws)
+    post = dpmcmc_posterior(spec.model, rel, seed=rng, **options)
+    post.method = "dpmcmc"
+    post.notes = notes + spec.notes + list(post.notes)
+    if prior != "p1":
+        post.exact = False
+        post.notes.append(f"prior {prior} is estimated from the D1 release (a data-dependent "
+                          "prior fitted to a finite bootstrap sample)")
+    return post
+
+
+# ----------------------------------------------------------------------------------- DPreMCMC
+class _WeightedDirichlet(Dirichlet):
+    """Dirichlet whose records count ``weight`` times: ``log f_w(x | alpha) = w log Dir(x |
+    alpha)``; ``update`` draws alpha given ``b`` records replicated ``w`` times (the slice
+    target with ``n -> w b`` and ``T -> w T``). No compiled path."""
+
+    def __init__(self, base: Dirichlet, weight: float):
+        h = base.hyperparameters()
+        super().__init__(**h)
+        self.weight = float(weight)
+
+    def log_likelihood(self, params, records):
+        return self.weight * super().log_likelihood(params, records)
+
+    def update(self, params, records, rng):
+        b = records.shape[0]
+        T = np.log(records).sum(axis=0)
+        u = np.log(np.asarray(params["alpha"], dtype=np.float64))
+        w = self.weight
+        if self.slice_method == "univariate":
+            u = self._sweep_univariate(u, (w * T).tolist(), w * b, rng)
+        else:
+            for _ in range(self.slice_steps):
+                u = self._step_hyperrect(u, w * T, w * b, rng)
+        return {"alpha": np.exp(u)}
+
+    def compiled_model(self):
+        return None
+
+
+def weighted_model(model: Dirichlet, weight: float) -> Dirichlet:
+    """The model (5) record law ``Dir(x | alpha)^weight`` with the same prior as ``model``."""
+    return _WeightedDirichlet(model, weight)
+
+
+class DirichletProposal:
+    """Independent record proposal ``x* ~ Dir(alpha)`` for damcmc's Algorithm 2.
+
+    ``log_ratio = log q(x | x*) - log q(x* | x) = log Dir(x | alpha) - log Dir(x* | alpha)``;
+    with the weighted likelihood ``w log Dir`` damcmc's acceptance log-ratio becomes
+    ``(w - 1)[log Dir(x* | alpha) - log Dir(x | alpha)] + Laplace terms`` -- the term the
+    extract derives (§2.8); it vanishes at ``w = 1`` (then this is Algorithm 1).
+    """
+
+    def propose(self, records, params, rng):
+        return dirichlet_open(rng, np.asarray(params["alpha"], dtype=np.float64), records.shape[0])
+
+    def log_ratio(self, records, proposed, params):
+        a = np.asarray(params["alpha"], dtype=np.float64)
+        return (np.log(records) - np.log(proposed)) @ (a - 1.0)
+
+
+def pseudo_release(rel, b: int):
+    """A Release object for ``b`` pseudo-records: same observed ``s_L``, same Laplace scale
+    ``lambda = -D log(a)/(n eps1)`` (of the real ``n``), but ``S_0`` the mean over the ``b``
+    records (query ``n = b``). Only a likelihood device: its stated privacy is not a release's."""
+    from privpost.mechanisms import Laplace
+    from privpost.queries import CensoredLogMean
+    from privpost.release import Release
+
+    q = CensoredLogMean(rel.query.parts, rel.query.threshold, b, columns=rel.query.columns)
+    mech = Laplace(scale=float(rel.mechanism.scale)).calibrate(q.sensitivity("l1"))
+    return Release(query=q, mechanism=mech, n=b, observed=np.asarray(rel.observed),
+                   metadata={"pseudo": f"{b} pseudo-records standing for n = {rel.n}"})
+
+
+def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
+                 prior_draws: int = 2000, weight_term: bool = True, **options):
+    """DPreMCMC (model (5)): ``b`` latent pseudo-records, each standing for ``w = n/b`` records.
+
+    Options go to :func:`privpost.inference.damcmc.run`. ``b = n`` gives DPMCMC's target.
+
+    ``weight_term=True`` (default) samples model (5) as written: pseudo-record target
+    ``Dir(x | alpha)^w`` times the Laplace term, via Dir(alpha) proposals and the (w - 1)
+    log-density term (extract §2.8). **Caveat found here:** model (5) is improper wherever some
+    ``alpha_j <= 1 - 1/w``: ``x_j^{w (alpha_j - 1)}`` is not integrable at ``x_j = 0`` and the
+    (censored) Laplace term is constant below ``a``. An exact sampler of (5) can therefore drift
+    into that region and stay there (``alpha_j -> 0``); the run then warns and says so in the
+    notes. ``weight_term=False`` omits the term (pseudo-records drawn from ``Dir(alpha)`` times
+    the Laplace term, alpha updated with weight ``w``): a Gibbs scheme with incompatible
+    conditionals (no joint target), kept for comparison with the seed's unstated implementation.
+    """
+    from privpost.inference import damcmc
+    from privpost.inference.compositional_priors import build_prior
+
+    _ints(b=b)
+    dpss, rel, notes = _setup("dpremcmc", model, release, prior)
+    if b > rel.n:
+        raise PrivpostError(f"b must be <= n = {rel.n} (the records it stands for), got {b}")
+    rng = as_generator(seed)
+    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws)
+    w = rel.n / b
+    opts = dict(options)
+    if opts.get("init") is None:
+        opts["init"] = _init_from(rel)
+    opts.setdefault("fast_path", False)
+    proposal = DirichletProposal() if weight_term else _UnweightedProposal(w)
+    post = damcmc.run(weighted_model(spec.model, w), pseudo_release(rel, b), seed=rng,
+                      proposal=proposal, **opts)
+    post.method = "dpremcmc"
+    post.exact = False
+    term = ("includes the (w - 1) log-density term (target: model (5))" if weight_term else
+            "omits the (w - 1) term (records from Dir(alpha) x Laplace; no joint target)")
+    post.notes = notes + spec.notes + [
+        f"dpremcmc: approximation (model (5)): the {rel.n} latent records are replaced by "
+        f"b = {b} pseudo-records, each with likelihood weight w = n/b = {w:g}; the record MH "
+        f"step {term}"] + list(post.notes)
+    if weight_term and w > 1:
+        low = float(np.mean(np.any(post.draws["alpha"] <= 1.0 - 1.0 / w, axis=-1)))
+        if low > 0:
+            import warnings
+
+            msg = (f"dpremcmc: {100 * low:.1f}% of the draws have some alpha_j <= 1 - 1/w = "
+                   f"{1 - 1 / w:.4g}, where model (5) is improper (Dir(x|alpha)^w is not "
+                   "integrable): these draws are not a posterior; use dpmcmc, or a larger b")
+            warnings.warn(msg, stacklevel=2)
+            post.notes.append(msg)
+    return post
+
+
+class _UnweightedProposal(DirichletProposal):
+    """Cancels the weighted likelihood ratio: acceptance = Laplace ratio only."""
+
+    def __init__(self, w: float):
+        self.w = float(w)
+
+    def log_ratio(self, records, proposed, params):
+        return self.w * super().log_ratio(records, proposed, params)
+
+
+# ----------------------------------------------------------------------------------- DPABC
+def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: int = 1,
+              proposals_per_draw: int = 10, seed=None, progress: bool = False, warmup=None,
+              prior_draws: int = 2000, **options):
+    """Rejection ABC (Tavare et al. 1997) with tolerance at the 10% distance quantile.
+
+    ``R = proposals_per_draw * draws`` proposals ``alpha_r ~ prior``; for each, ``N``
+    (``n``, or ``n2`` with a split) Dirichlet records, censored mean-log plus fresh
+    ``Laplace(0, lambda_N)`` noise (the release's own scale); distance ``||s_r - s_L||_2``;
+    the ``draws`` closest are kept -- acceptance exactly ``1/proposals_per_draw``
+    (10% by default, Pritchard et al. 1999). ``chains`` and ``warmup`` are accepted (CLI
+    defaults) and ignored: the accepted draws form one "chain". ``progress``: a report on stderr
+    every 10% of the simulations.
+    """
+    from privpost.inference.compositional_priors import build_prior
+
+    reject_unknown("dpabc", options)
+    _ints(draws=draws, chains=chains, proposals_per_draw=proposals_per_draw)
+    dpss, rel, notes = _setup("dpabc", model, release, prior)
+    rng = as_generator(seed)
+    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws)
+    chains = 1
+    keep = draws
+    R = proposals_per_draw * keep
+    alpha = spec.sample(R, rng)
+    from privpost.inference._gibbs_common import Progress
+
+    bar = Progress(R, progress, "dpabc")
+    sim = np.empty(alpha.shape)
+    step = 200
+    for i in range(0, R, step):
+        sim[i:i + step] = censored_mean_logs(alpha[i:i + step], rel.n, dpss.threshold, rng)
+        bar.update(min(i + step, R) - 1)
+    sim += _laplace(rng, rel.mechanism.scale, sim.shape)
+    dist = np.sqrt(((sim - rel.observed) ** 2).sum(axis=1))
+    idx = np.argsort(dist, kind="stable")[:keep]
+    tol = float(dist[idx[-1]])
+    rng.shuffle(idx)
+    notes += spec.notes + [
+        f"dpabc: rejection ABC approximation; {R} proposals, the {keep} closest accepted "
+        f"(acceptance {keep / R:.3g}), tolerance {tol:.4g} on the L2 distance of mean-logs"]
+    post = make_posterior(_shape(alpha[idx], chains),
+                          {"distance": dist[idx].reshape(chains, -1)}, "dpabc", model, release,
+                          notes, exact=False,
+                          chain_stats={"tolerance": np.full(chains, tol),
+                                       "proposals": np.full(chains, R // chains)})
+    return post
