@@ -255,11 +255,19 @@ def _print_summary(post, level: float = 0.9) -> None:
     t.add_column("parameter")
     for col in cols:
         t.add_column(col.replace("mcse_mean", "mcse"), justify="right")
+    from privpost.diagnostics import ESS_MIN, RHAT_MAX
+
     for idx, row in table.iterrows():
-        t.add_row(str(idx), *[_fmt(row[c], c) for c in cols])
+        bad = not (row["r_hat"] <= RHAT_MAX and row["ess_bulk"] >= ESS_MIN
+                   and row["ess_tail"] >= ESS_MIN) and post.converged is not None
+        t.add_row(str(idx), *[_fmt(row[c], c) for c in cols],
+                  style="bold red" if bad and row["sd"] > 0 else None)
     out.print(t)
     for note in post.notes:
-        out.print(f"[dim]note:[/] {note}", highlight=False)
+        if note.startswith("NOT CONVERGED"):
+            out.print(f"[bold white on red]WARNING:[/] [bold red]{note}[/]", highlight=False)
+        else:
+            out.print(f"[dim]note:[/] {note}", highlight=False)
 
 
 def _fmt(value: float, column: str) -> str:
@@ -301,8 +309,14 @@ def infer_cmd(
         None, "--option", help="Extra method option KEY=VALUE (repeatable; VALUE parsed as JSON "
         "when possible), e.g. --option covariate_moments=prior for gibbs-ss regression."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    strict: bool = typer.Option(False, "--strict", help="Exit with status 3 when an MCMC run "
+                                "misses split R-hat <= 1.01 or bulk/tail ESS >= 400."),
 ):
     """Posterior of a model's parameters given a release."""
+    import warnings
+
+    from privpost.errors import ConvergenceWarning
+
     from privpost.inference import infer
     from privpost.models import model_from_spec
 
@@ -316,19 +330,23 @@ def infer_cmd(
     options = dict(draws=draws, warmup=warmup, chains=chains, seed=seed,
                    progress=progress and not as_json)
     options.update(_parse_options(option or []))
-    post = infer(mdl, rel, method=method, **options)
+    with warnings.catch_warnings():   # shown highlighted in the table (a note) instead
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        post = infer(mdl, rel, method=method, **options)
     if output is not None:
         post.to_netcdf(output)
     if as_json:
         table = post.summary(level=level)
-        _emit_json({"method": post.method, "exact": post.exact, "notes": post.notes,
-                    "output": str(output) if output else None,
+        _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
+                    "notes": post.notes, "output": str(output) if output else None,
                     "summary": {str(k): {c: float(v) for c, v in row.items()}
                                 for k, row in table.iterrows()}})
-        return
-    _print_summary(post, level)
-    if output is not None:
-        out.print(f"wrote [bold]{output}[/]")
+    else:
+        _print_summary(post, level)
+        if output is not None:
+            out.print(f"wrote [bold]{output}[/]")
+    if strict and post.converged is False:
+        raise typer.Exit(code=3)
 
 
 # ---------------------------------------------------------------------------- demo

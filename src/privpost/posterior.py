@@ -47,6 +47,10 @@ class Posterior:
         Statements the user must see: approximations made, projections applied, interruptions.
     exact : bool
         True when the method targets the exact private posterior (up to Monte Carlo error).
+    converged : bool or None
+        Set by the MCMC samplers at the end of a run: True when every scalar parameter entry has
+        split R-hat <= 1.01 and bulk and tail ESS >= 400 (:func:`privpost.diagnostics.check`),
+        False otherwise (a note and a ConvergenceWarning say which); None when not checked.
     chain_stats : dict[str, ndarray]
         Per-chain statistics that are not per draw, each ``(chains, ...)`` (e.g. per-record
         acceptance fractions ``(chains, n)`` or a chain's minimum per-sweep acceptance).
@@ -60,6 +64,7 @@ class Posterior:
     notes: list[str] = field(default_factory=list)
     exact: bool = True
     chain_stats: dict[str, np.ndarray] = field(default_factory=dict)
+    converged: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.draws:
@@ -133,6 +138,7 @@ class Posterior:
             "privpost_notes": json.dumps(self.notes),
             "privpost_model": json.dumps(self.model),
             "privpost_release": json.dumps(self.release),
+            "privpost_converged": -1 if self.converged is None else int(self.converged),
         }
         idata = az.from_dict(posterior=self.draws, sample_stats=self.sample_stats or None)
         idata.posterior.attrs.update(attrs)
@@ -150,27 +156,18 @@ class Posterior:
 
         Columns: ``mean``, ``sd``, the equal-tailed ``level`` interval bounds and the median,
         ``mcse_mean``, ``mcse_sd``, ``ess_bulk``, ``ess_tail``, ``r_hat`` (rank-normalised split
-        R-hat; computed on split halves even with one chain).
+        R-hat; computed on split halves even with one chain), at full precision
+        (:mod:`privpost.diagnostics`: the ArviZ definitions, without importing ArviZ).
 
         Returns
         -------
         pandas.DataFrame
         """
-        import arviz as az
         import pandas as pd
 
-        import logging
+        from privpost import diagnostics
 
-        idata = self.to_arviz()
-        arviz_log = logging.getLogger("arviz")
-        old_level = arviz_log.level
-        arviz_log.setLevel(logging.ERROR)  # one chain: R-hat is reported as NaN, not warned about
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                diag = az.summary(idata, var_names=var_names, kind="diagnostics")
-        finally:
-            arviz_log.setLevel(old_level)
+        diag = diagnostics.summarise(self.draws, var_names)
         lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
         rows = []
         for name in var_names or self.draws:
@@ -185,8 +182,8 @@ class Posterior:
                              f"q{100 * lo_q:g}": np.quantile(col, lo_q),
                              "q50": np.quantile(col, 0.5),
                              f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
-        table = pd.DataFrame(rows).set_index("parameter")
-        return table.join(diag, how="left")
+                rows[-1].update(diag[label])
+        return pd.DataFrame(rows).set_index("parameter")
 
     def plot(self, path: str | None = None, var_names: list[str] | None = None):
         """Trace and density plots of every parameter (ArviZ ``plot_trace``).
@@ -235,7 +232,9 @@ class Posterior:
                    release=json.loads(attrs.get("privpost_release", "null")),
                    notes=json.loads(attrs.get("privpost_notes", "[]")),
                    exact=bool(int(attrs.get("privpost_exact", 1))),
-                   chain_stats=chain_stats)
+                   chain_stats=chain_stats,
+                   converged=(None if int(attrs.get("privpost_converged", -1)) < 0
+                              else bool(int(attrs["privpost_converged"]))))
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}{list(v.shape[2:]) or ''}" for k, v in self.draws.items())

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privpost._rng import as_generator, spawn
+from privpost.diagnostics import flag as flag_convergence
 from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference import _kernels, reject_release_set
 from privpost.inference._damcmc_fast import CompiledModel, resolve_fast_path
@@ -734,7 +735,7 @@ class _Progress:
 def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 4, seed=None,
         thin: int = 1, sweeps_per_iteration: int = 1, progress: bool = True,
         cores: int | None = None, init=None, proposal=None, fast_path="auto",
-        interweave=False):
+        interweave=False, start: str = "data"):
     """Exact private posterior by data augmentation MCMC (Ju et al. 2022, Algorithms 1 and 2).
 
     Parameters
@@ -782,6 +783,13 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
         protocol ``innovations``/``from_innovations``/``log_prior``/``interweave_params``
         (``docs/internals.md``). The proposal scale and covariance adapt during warm-up only.
         Runs on the generic path: ``fast_path="auto"`` picks it, ``fast_path=True`` raises.
+    start : "data" or "prior"
+        Starting values when ``init`` is None. ``"data"`` (default): each chain starts where
+        the release puts the mass, dispersed across chains (:mod:`privpost.inference._start`:
+        the naive plug-in posterior of the release re-noised with fresh mechanism noise, or
+        records shifted to reproduce it); falls back to the prior when neither applies.
+        ``"prior"``: theta from the prior and records from the model (the paper's code). The
+        start changes only how fast the chains reach the posterior, not their target.
 
     Returns
     -------
@@ -818,8 +826,19 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
         fast = None
     else:
         fast = resolve_fast_path(problem, fast_path, work=work)
+    if start not in ("data", "prior"):
+        raise PrivpostError(f"start must be 'data' or 'prior', got {start!r}")
     inits = _split_init(init, chains)
     rngs = spawn(seed, chains)
+    start_note = None
+    if init is None and start == "data":
+        from privpost.inference._start import data_inits
+
+        # the start's own streams: children of the chains' seed sequences (the chains' streams
+        # are not advanced)
+        found, start_note = data_inits(problem, [r.spawn(1)[0] for r in rngs])
+        if found is not None:
+            inits = found
     workers = min(chains, cores if cores is not None else (os.cpu_count() or 1))
     if workers > 1:
         try:
@@ -840,7 +859,7 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
         results, interrupted = _run_pool(model, release, opts, rngs, inits, workers, total,
                                          progress, problem, fast)
     elapsed = time.perf_counter() - t0
-    return _assemble(problem, fast, results, interrupted, opts, chains, elapsed)
+    return _assemble(problem, fast, results, interrupted, opts, chains, elapsed, start_note)
 
 
 def _run_here(problem, fast, rngs, inits, opts, total, progress):
@@ -901,7 +920,7 @@ def _run_pool(model, release, opts, rngs, inits, workers, total, progress, probl
     return results, interrupted
 
 
-def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
+def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed, start_note=None):
     from privpost.posterior import Posterior
 
     results = sorted(results, key=lambda r: r[0])
@@ -932,6 +951,8 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
                      f"{', '.join(p.iw_names)} (innovations held fixed; proposal adapted in "
                      f"warm-up only); acceptance per chain "
                      f"{', '.join(f'{a:.3g}' for a in iw_acc)}")
+    if start_note:
+        notes.append(start_note)
     eps = _pure_epsilon(p.release)
     if eps is not None and length and p.proposal is None:
         mean_acc = float(stats["accept_rate"].mean())
@@ -947,8 +968,11 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
                      f"draws per chain kept (chains truncated to a common length)")
     model_d = _to_dict(p.model)
     release_d = _to_dict(p.release)
-    return Posterior(draws=draws, sample_stats=stats, method="damcmc", model=model_d,
+    post = Posterior(draws=draws, sample_stats=stats, method="damcmc", model=model_d,
                      release=release_d, notes=notes, exact=True, chain_stats=chain_stats)
+    if length:
+        flag_convergence(post, stacklevel=4)   # warning + note when R-hat > 1.01 or ESS < 400
+    return post
 
 
 def _pure_epsilon(release):
