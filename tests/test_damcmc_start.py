@@ -31,15 +31,16 @@ def _run(start, **kw):
 
 
 def test_prior_start_reproduces_the_stuck_chains_and_is_flagged():
-    post = _run("prior")
+    post = _run("prior", interweave=False)   # the run: no non-centred move
     # every record simulated at mu ~ N(0, sigma2) clamps to 18: the release has no say
     assert abs(float(post.mean("mu"))) < 5
     assert post.converged is False
     assert any(n.startswith("NOT CONVERGED") for n in post.notes)
 
 
-def test_data_start_puts_the_chains_where_the_release_says():
-    post = _run("data")
+@pytest.mark.parametrize("interweave", [False, "auto"])
+def test_data_start_puts_the_chains_where_the_release_says(interweave):
+    post = _run("data", interweave=interweave)
     mu = post.draws["mu"]
     assert 45 < float(mu.mean()) < 62
     assert np.all(np.abs(mu.mean(axis=1) - 53.4) < 10)           # every chain, not just one
@@ -80,3 +81,4 @@ def test_user_init_wins_over_data_start():
         post = run(BetaBernoulli(1, 1), rel, draws=5, warmup=0, chains=2, seed=1,
                    progress=False, cores=1, init={"theta": 0.5})
     assert not any(n.startswith("start:") for n in post.notes)
+

@@ -247,7 +247,7 @@ _SUMMARY_COLUMNS = ("mean", "sd", "q{lo}", "q{hi}", "mcse_mean", "ess_bulk", "es
 def _print_summary(post, level: float = 0.9) -> None:
     from rich import box
 
-    table = post.summary(level=level)
+    table = post.summary_rows(level=level)   # no pandas import: a quick command
     lo, hi = f"{100 * (1 - level) / 2:g}", f"{100 * (1 + level) / 2:g}"
     cols = [c.format(lo=lo, hi=hi) for c in _SUMMARY_COLUMNS]
     t = Table(title=f"posterior ({post.method}{'' if post.exact else ', approximate'})",
@@ -257,12 +257,19 @@ def _print_summary(post, level: float = 0.9) -> None:
         t.add_column(col.replace("mcse_mean", "mcse"), justify="right")
     from privpost.diagnostics import ESS_MIN, RHAT_MAX
 
-    for idx, row in table.iterrows():
+    for idx, row in table.items():
         bad = not (row["r_hat"] <= RHAT_MAX and row["ess_bulk"] >= ESS_MIN
                    and row["ess_tail"] >= ESS_MIN) and post.converged is not None
         t.add_row(str(idx), *[_fmt(row[c], c) for c in cols],
                   style="bold red" if bad and row["sd"] > 0 else None)
-    out.print(t)
+    # piped output has no width: 80 columns would cut the diagnostics to "0.00…"
+    width = out.width
+    if not out.is_terminal:
+        out.width = max(width, 110)
+    try:
+        out.print(t)
+    finally:
+        out.width = width
     for note in post.notes:
         if note.startswith("NOT CONVERGED"):
             out.print(f"[bold white on red]WARNING:[/] [bold red]{note}[/]", highlight=False)
@@ -274,7 +281,7 @@ def _fmt(value: float, column: str) -> str:
     if column.startswith("ess"):
         return f"{value:.0f}" if value == value else "nan"
     if column == "r_hat":
-        return f"{value:.3f}"
+        return f"{value:.4f}"
     return f"{value:.4g}"
 
 
@@ -297,7 +304,9 @@ def infer_cmd(
     path: Path = typer.Argument(..., help="Release (or release set) JSON file."),
     model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
     method: str = typer.Option("damcmc", help="damcmc, gibbs-ss, naive."),
-    draws: int = typer.Option(2000, min=1),
+    draws: Optional[int] = typer.Option(None, min=1, help="Draws per chain. Default: damcmc runs "
+                                        "until R-hat <= 1.01 and ESS >= 400 (or its budget, "
+                                        "--option max_seconds=...); other methods 1000."),
     warmup: int = typer.Option(1000, min=0),
     chains: int = typer.Option(4, min=1),
     seed: Optional[int] = typer.Option(None),
@@ -327,8 +336,9 @@ def infer_cmd(
         raise
     except (ValueError, TypeError, KeyError) as exc:
         raise PrivpostError(f"--model: {exc}") from None
-    options = dict(draws=draws, warmup=warmup, chains=chains, seed=seed,
-                   progress=progress and not as_json)
+    options = dict(warmup=warmup, chains=chains, seed=seed, progress=progress and not as_json)
+    if draws is not None:
+        options["draws"] = draws
     options.update(_parse_options(option or []))
     with warnings.catch_warnings():   # shown highlighted in the table (a note) instead
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -336,11 +346,9 @@ def infer_cmd(
     if output is not None:
         post.to_netcdf(output)
     if as_json:
-        table = post.summary(level=level)
         _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
                     "notes": post.notes, "output": str(output) if output else None,
-                    "summary": {str(k): {c: float(v) for c, v in row.items()}
-                                for k, row in table.iterrows()}})
+                    "summary": post.summary_rows(level=level)})
     else:
         _print_summary(post, level)
         if output is not None:

@@ -165,11 +165,18 @@ class Posterior:
         """
         import pandas as pd
 
+        rows = self.summary_rows(level, var_names)
+        return pd.DataFrame([{"parameter": k, **v} for k, v in rows.items()]).set_index(
+            "parameter")
+
+    def summary_rows(self, level: float = 0.9,
+                     var_names: list[str] | None = None) -> dict[str, dict[str, float]]:
+        """The :meth:`summary` table as ``{label: {column: value}}`` without pandas (quick)."""
         from privpost import diagnostics
 
         diag = diagnostics.summarise(self.draws, var_names)
         lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
-        rows = []
+        rows, labels = [], []
         for name in var_names or self.draws:
             flat = self.flat(name).reshape(self.n_chains * self.n_draws, -1)
             shape = self.draws[name].shape[2:]
@@ -177,13 +184,14 @@ class Posterior:
                 idx = np.unravel_index(j, shape) if shape else ()
                 label = name + (f"[{', '.join(map(str, idx))}]" if shape else "")
                 col = flat[:, j]
-                rows.append({"parameter": label, "mean": col.mean(),
+                rows.append({"mean": col.mean(),
                              "sd": col.std(ddof=1) if col.size > 1 else np.nan,
                              f"q{100 * lo_q:g}": np.quantile(col, lo_q),
                              "q50": np.quantile(col, 0.5),
                              f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
                 rows[-1].update(diag[label])
-        return pd.DataFrame(rows).set_index("parameter")
+                labels.append(label)
+        return {lab: {k: float(v) for k, v in row.items()} for lab, row in zip(labels, rows)}
 
     def plot(self, path: str | None = None, var_names: list[str] | None = None):
         """Trace and density plots of every parameter (ArviZ ``plot_trace``).

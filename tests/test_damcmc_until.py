@@ -1,0 +1,83 @@
+"""damcmc's default run length: run until converged (issue 13), with iteration budgets only."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from scipy import special
+
+from privpost import diagnostics
+from privpost.errors import ConvergenceWarning, PrivpostError
+from privpost.inference.damcmc import run
+from privpost.mechanisms import Laplace
+from privpost.models import BetaBernoulli
+from privpost.queries import Sum
+from privpost.release import Release
+
+A, B, N, S_OBS, SCALE = 1.0, 1.0, 60, 40.0, 8.0
+
+
+def _release(scale=SCALE):
+    q = Sum(bounds=(0, 1))
+    m = Laplace(scale=scale).calibrate(q.sensitivity("l1", "replace"))
+    return Release(query=q, mechanism=m, n=N, observed=np.array([S_OBS]))
+
+
+def _exact_mean(scale):
+    """E[theta | s] in closed form: sum over the count k of the beta-binomial weight times the
+    Laplace density of s - k, times the conjugate mean (a + k) / (a + b + n)."""
+    k = np.arange(N + 1)
+    logw = (special.gammaln(N + 1) - special.gammaln(k + 1) - special.gammaln(N - k + 1)
+            + special.betaln(A + k, B + N - k) - special.betaln(A, B)
+            - np.abs(S_OBS - k) / scale)
+    w = np.exp(logw - logw.max())
+    return float(np.sum(w * (A + k) / (A + B + N)) / w.sum())
+
+
+def test_runs_until_the_thresholds_and_is_exact():
+    post = run(BetaBernoulli(A, B), _release(), chains=4, seed=5, progress=False, cores=1,
+               max_draws=40_000)
+    assert post.converged is True
+    d = diagnostics.diagnose(post.draws["theta"])
+    assert d["r_hat"] <= 1.01 and d["ess_bulk"] >= 400 and d["ess_tail"] >= 400
+    assert any(n.startswith("run until converged") and "(converged;" in n for n in post.notes)
+    z = (float(post.mean("theta")) - _exact_mean(SCALE)) / d["mcse_mean"]
+    assert abs(z) < 4, z
+    wrong = (float(post.mean("theta")) - _exact_mean(2 * SCALE)) / d["mcse_mean"]
+    assert abs(wrong) > 4, wrong          # the wrong noise scale is detected
+
+
+def test_rounds_give_the_same_chain_as_one_fixed_run_and_any_cores():
+    auto = run(BetaBernoulli(A, B), _release(), chains=2, seed=9, progress=False, cores=1,
+               max_draws=40_000, warmup=200)
+    fixed = run(BetaBernoulli(A, B), _release(), chains=2, seed=9, progress=False, cores=1,
+                draws=auto.n_draws, warmup=200)
+    assert auto.n_draws > 1000                       # it took more than one round
+    np.testing.assert_array_equal(auto.draws["theta"], fixed.draws["theta"])
+    pooled = run(BetaBernoulli(A, B), _release(), chains=2, seed=9, progress=False, cores=2,
+                 max_draws=40_000, warmup=200)
+    np.testing.assert_array_equal(auto.draws["theta"], pooled.draws["theta"])
+
+
+def test_draw_budget_stops_and_warns():
+    with pytest.warns(ConvergenceWarning, match="NOT CONVERGED"):
+        post = run(BetaBernoulli(A, B), _release(scale=200.0), chains=2, seed=1,
+                   progress=False, cores=1, max_draws=300, warmup=50)
+    assert post.n_draws == 300 and post.converged is False
+    assert any("draw budget of 300 per chain spent" in n for n in post.notes)
+
+
+def test_fixed_draws_still_work_and_budgets_are_validated():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        post = run(BetaBernoulli(A, B), _release(), draws=30, warmup=10, chains=2, seed=1,
+                   progress=False, cores=1)
+    assert post.n_draws == 30 and not any("run until" in n for n in post.notes)
+    with pytest.raises(PrivpostError, match="max_draws"):
+        run(BetaBernoulli(A, B), _release(), max_draws=0, progress=False)
+    with pytest.raises(PrivpostError, match="max_seconds"):
+        run(BetaBernoulli(A, B), _release(), max_seconds=-1, progress=False)
+    assert math.isfinite(_exact_mean(SCALE))
