@@ -830,7 +830,7 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         Non-centred (interweaving, ASIS-style) theta-moves per iteration, after the centred
         ``update``: ``False``/``0`` none, ``True`` one, an int that many. ``"auto"`` (default):
         one when the model implements the non-centred protocol (BetaBernoulli,
-        LinearRegression, NormalKnownVariance, NormalInverseGamma) and there is no user
+        LinearRegression, NormalKnownVariance, NormalInverseGamma, ExponentialGamma) and there is no user
         ``proposal`` and ``fast_path`` is not ``True``; none otherwise. Each is an
         exact random-walk MH step on the model's ``interweave_params`` with the records'
         innovations ``u`` held fixed (``x = g(theta, u)``); it needs the model's optional
