@@ -81,3 +81,40 @@ def test_fixed_draws_still_work_and_budgets_are_validated():
     with pytest.raises(PrivpostError, match="max_seconds"):
         run(BetaBernoulli(A, B), _release(), max_seconds=-1, progress=False)
     assert math.isfinite(_exact_mean(SCALE))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", ["beta-bernoulli", "poisson-gamma", "exponential-gamma",
+                                 "normal-known-variance", "normal-inverse-gamma",
+                                 "dirichlet-categorical", "naive-bayes", "regression-known",
+                                 "regression-nig", "regression-indep-niw", "dirichlet",
+                                 "dirichlet-copula"])
+def test_every_builtin_model_converges_or_warns(key):
+    """Issue 13's 'done when': the default damcmc run on every built-in model reaches the
+    thresholds or warns (here with a 3,000-draw budget; about 1 min in all on an idle machine)."""
+    from test_models import ALL_MODELS
+
+    from privpost.queries import (CensoredLogMean, Histogram, Mean, NaiveBayesCounts,
+                                  RegressionStats)
+    from privpost.release import release
+
+    n = 60
+    reg = RegressionStats([(-3, 3), (-3, 3)], (-6, 6))
+    queries = {"beta-bernoulli": Sum((0, 1)), "poisson-gamma": Sum((0, 20)),
+               "exponential-gamma": Sum((0, 5)), "normal-known-variance": Mean((-6, 6), n),
+               "normal-inverse-gamma": Mean((-6, 6), n), "dirichlet-categorical": Histogram(3),
+               "naive-bayes": NaiveBayesCounts(3, [2, 3]), "regression-known": reg,
+               "regression-nig": reg, "regression-indep-niw": reg,
+               "dirichlet": CensoredLogMean(3, 1e-3, n),
+               "dirichlet-copula": CensoredLogMean(3, 1e-3, n)}
+    model = ALL_MODELS[key]()
+    rng = np.random.default_rng(1)
+    recs = model.simulate(model.prior_sample(rng), n, rng)
+    rel = release(recs, query=queries[key], mechanism=Laplace(epsilon=1.0), seed=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        post = run(model, rel, chains=2, warmup=300, max_draws=3000, seed=1, progress=False,
+                   cores=1)
+    warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
+    ok = not diagnostics.check(post.draws)
+    assert post.converged is ok and warned is (not ok)
