@@ -269,5 +269,11 @@ def flag(post, *, stacklevel: int = 3) -> list[str]:
                f"{shown}. The estimates are unreliable: run longer (more draws or warm-up), "
                f"or change the sampler options")
         post.notes.append(msg)
-        warnings.warn(msg, ConvergenceWarning, stacklevel=stacklevel)
+        # the warning's text names the parameters only (the numbers are in the note), so that
+        # Python's default filter shows it once per call site and parameter set, not once per
+        # run of a simulation study
+        names = sorted({b.split(" (", 1)[0].split("[", 1)[0] for b in bad})
+        warnings.warn(f"NOT CONVERGED ({post.method}): {', '.join(names)} miss split R-hat <= "
+                      f"{RHAT_MAX} or bulk/tail ESS >= {ESS_MIN:.0f}; run longer (details in "
+                      f"Posterior.notes)", ConvergenceWarning, stacklevel=stacklevel)
     return bad
