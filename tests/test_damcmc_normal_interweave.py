@@ -166,3 +166,48 @@ def test_exponential_gamma_interweave_is_exact():
     assert abs(_z(post.draws["lam"], exact)) < 4
     wrong = go(_JacobianExp(5.0, 5.0), 1, 2000)
     assert abs(_z(wrong.draws["lam"], exact)) > 8
+
+
+# ------------------------------------------------------------------- regression, unknown sigma2
+class _RegFlatSigma(__import__("privpost.models", fromlist=["LinearRegression"]).LinearRegression):
+    """Deliberately wrong non-centred acceptance: prior ratio dropped (support kept)."""
+
+    def log_prior(self, params):
+        return 0.0 if float(params["sigma2"]) > 0 else -np.inf
+
+
+@pytest.mark.parametrize("ok", [True, False])
+def test_regression_sigma2_move_under_huge_noise_gives_the_prior(ok):
+    """epsilon -> 0: eta is flat, so the private posterior is the prior: sigma2 ~ InvGamma(4, 3)
+    (mean 1, sd 1/sqrt(2)); the move on (beta, sigma2) must keep it (several moves per iteration
+    so that their prior ratio matters); the flat-prior variant must not."""
+    from scipy import stats
+
+    from privpost.models import LinearRegression
+    from privpost.queries import RegressionStats
+
+    from test_damcmc import z_scores
+
+    cls = LinearRegression if ok else _RegFlatSigma
+    model = cls(p=2, a0=4.0, b0=3.0, m=[0.9, -1.17])
+    assert model.interweave_params == ("beta", "sigma2")
+    x = model.simulate({"beta": np.array([-1.8, -2.9, -0.66]), "sigma2": np.float64(1.0)}, 20,
+                       np.random.default_rng(8))
+    q = RegressionStats(bounds_x=[(-10, 10), (-10, 10)], bounds_y=(-10, 10), sensitivity=13)
+    from privpost.mechanisms import Laplace
+
+    rel = Release(query=q, mechanism=Laplace(scale=1e7).calibrate(13.0), n=20,
+                  observed=np.asarray(q.statistic(x), dtype=float))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        post = run(model, rel, draws=1500, warmup=300, chains=2, seed=9, cores=1,
+                   progress=False, interweave=3)
+    assert any("beta, sigma2" in n for n in post.notes)
+    s2 = post.draws["sigma2"]
+    ig = stats.invgamma(4.0, scale=3.0)
+    z = z_scores(s2, ig.mean(), ig.std(), {qq: ig.ppf(qq) for qq in (0.1, 0.5, 0.9)})
+    worst = max(abs(v) for v in z.values())
+    if ok:
+        assert worst < 4, z
+    else:   # flat in sigma2: the walk drifts far into the tail
+        assert worst > 8 or float(np.median(s2)) > 3 * ig.median(), z
