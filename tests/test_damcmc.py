@@ -506,7 +506,7 @@ def test_compiled_and_generic_paths_give_the_same_chain():
     produce the same chain (up to rounding) -- a strong check of the compiled driver."""
     rel = sum_release(N_, S_, Laplace(scale=1.0))
     kw = dict(draws=300, warmup=20, chains=2, seed=4, progress=False, cores=1, thin=2,
-              sweeps_per_iteration=2)
+              sweeps_per_iteration=2, interweave=False)   # the compiled driver's kernel
     a = run(BetaBernoulli(A_, B_), rel, fast_path=False, **kw)
     b = run(BetaBernoulli(A_, B_), rel, fast_path=True, **kw)
     np.testing.assert_allclose(a.draws["theta"], b.draws["theta"], rtol=1e-12)
@@ -540,7 +540,7 @@ def test_builtin_compiled_contributions_and_paths(case):
     contrib(np.ascontiguousarray(np.asarray(recs, np.float64).reshape(40, -1)), out)
     np.testing.assert_allclose(out, query.t(recs), rtol=1e-13, atol=1e-14)
     rel = release(recs, query=query, mechanism=mech, seed=1)
-    kw = dict(draws=60, warmup=10, chains=1, seed=2, progress=False, cores=1)
+    kw = dict(draws=60, warmup=10, chains=1, seed=2, progress=False, cores=1, interweave=False)
     a = run(model, rel, fast_path=False, **kw)
     b = run(model, rel, fast_path=True, **kw)
     for name in a.draws:
@@ -693,7 +693,7 @@ _USER_CACHE: dict = {}
 def test_user_compiled_model_runs_and_matches_generic():
     rel = Release(query=Sum(bounds=(-3, 3)), mechanism=Laplace(scale=2.0).calibrate(6.0), n=20,
                   observed=np.array([9.5]))
-    kw = dict(draws=200, warmup=20, chains=1, seed=8, progress=False, cores=1)
+    kw = dict(draws=200, warmup=20, chains=1, seed=8, progress=False, cores=1, interweave=False)
     a = run(_UserNormal(), rel, fast_path=False, **kw)
     b = run(_UserNormal(), rel, fast_path=True, **kw)
     np.testing.assert_allclose(a.draws["mu"], b.draws["mu"], rtol=1e-9)

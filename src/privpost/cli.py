@@ -414,7 +414,7 @@ _SUMMARY_COLUMNS = ("mean", "sd", "q{lo}", "q{hi}", "mcse_mean", "ess_bulk", "es
 def _print_summary(post, level: float = 0.9) -> None:
     from rich import box
 
-    table = post.summary(level=level)
+    table = post.summary_rows(level=level)   # no pandas import: a quick command
     lo, hi = f"{100 * (1 - level) / 2:g}", f"{100 * (1 + level) / 2:g}"
     cols = [c.format(lo=lo, hi=hi) for c in _SUMMARY_COLUMNS]
     t = Table(title=f"posterior ({post.method}{'' if post.exact else ', approximate'})",
@@ -422,18 +422,33 @@ def _print_summary(post, level: float = 0.9) -> None:
     t.add_column("parameter")
     for col in cols:
         t.add_column(col.replace("mcse_mean", "mcse"), justify="right")
-    for idx, row in table.iterrows():
-        t.add_row(escape(str(idx)), *[_fmt(row[c], c) for c in cols])
-    out.print(t)
+    from privpost.diagnostics import ESS_MIN, RHAT_MAX
+
+    for idx, row in table.items():
+        bad = not (row["r_hat"] <= RHAT_MAX and row["ess_bulk"] >= ESS_MIN
+                   and row["ess_tail"] >= ESS_MIN) and post.converged is not None
+        t.add_row(escape(str(idx)), *[_fmt(row[c], c) for c in cols],
+                  style="bold red" if bad and row["sd"] > 0 else None)
+    # piped output has no width: 80 columns would cut the diagnostics to "0.00…"
+    width = out.width
+    if not out.is_terminal:
+        out.width = max(width, 110)
+    try:
+        out.print(t)
+    finally:
+        out.width = width
     for note in post.notes:
-        out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
+        if note.startswith("NOT CONVERGED"):
+            out.print(f"[bold white on red]WARNING:[/] [bold red]{escape(note)}[/]", highlight=False)
+        else:
+            out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
 
 
 def _fmt(value: float, column: str) -> str:
     if column.startswith("ess"):
         return f"{value:.0f}" if value == value else "nan"
     if column == "r_hat":
-        return f"{value:.3f}"
+        return f"{value:.4f}"
     return f"{value:.4g}"
 
 
@@ -467,7 +482,9 @@ def infer_cmd(
     path: Path = typer.Argument(..., help="Release (or release set) JSON file."),
     model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
     method: str = typer.Option("damcmc", help="damcmc, gibbs-ss, naive."),
-    draws: int = typer.Option(2000, min=1),
+    draws: Optional[int] = typer.Option(None, min=1, help="Draws per chain. Default: damcmc runs "
+                                        "until R-hat <= 1.01 and ESS >= 400 (or its budget, "
+                                        "--option max_seconds=...); other methods 1000."),
     warmup: int = typer.Option(1000, min=0),
     chains: int = typer.Option(4, min=1),
     seed: Optional[int] = typer.Option(None),
@@ -484,8 +501,14 @@ def infer_cmd(
                                     "-o then also holds posterior_predictive/observed_data."),
     predictive_plot: Optional[Path] = typer.Option(None, help="PNG of the predictive check "
                                                    "(implies --predictive)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit with status 3 when an MCMC run "
+                                "misses split R-hat <= 1.01 or bulk/tail ESS >= 400."),
 ):
     """Posterior of a model's parameters given a release."""
+    import warnings
+
+    from privpost.errors import ConvergenceWarning
+
     from privpost.inference import infer
 
     if "," in method:       # several methods: the comparison table
@@ -493,10 +516,13 @@ def infer_cmd(
                             option, as_json, None)
     rel = _load_release_or_set(path)
     mdl, inferred = _model_for(model, rel, quiet=as_json)
-    options = dict(draws=draws, warmup=warmup, chains=chains, seed=seed,
-                   progress=progress and not as_json)
+    options = dict(warmup=warmup, chains=chains, seed=seed, progress=progress and not as_json)
+    if draws is not None:
+        options["draws"] = draws
     options.update(_parse_options(option or []))
-    post = infer(mdl, rel, method=method, **options)
+    with warnings.catch_warnings():   # shown highlighted in the table (a note) instead
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        post = infer(mdl, rel, method=method, **options)
     check = None
     if predictive or predictive_plot is not None:
         check = post.predictive(rel, model=mdl, seed=seed)
@@ -505,20 +531,20 @@ def infer_cmd(
     if output is not None:
         post.to_netcdf(output)
     if as_json:
-        table = post.summary(level=level)
-        _emit_json({"method": post.method, "exact": post.exact, "notes": post.notes,
-                    "inferred_from_release": inferred,
+        _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
+                    "notes": post.notes, "inferred_from_release": inferred,
                     "output": str(output) if output else None,
-                    "summary": {str(k): {c: float(v) for c, v in row.items()}
-                                for k, row in table.iterrows()},
+                    "summary": post.summary_rows(level=level),
                     "predictive": check.to_dict() if check is not None else None})
-        return
-    _print_summary(post, level)
-    if check is not None:
-        _print_predictive(check)
-    for path_written in (output, predictive_plot):
-        if path_written is not None:
-            out.print(f"wrote [bold]{path_written}[/]")
+    else:
+        _print_summary(post, level)
+        if check is not None:
+            _print_predictive(check)
+        for path_written in (output, predictive_plot):
+            if path_written is not None:
+                out.print(f"wrote [bold]{path_written}[/]")
+    if strict and post.converged is False:
+        raise typer.Exit(code=3)
 
 
 def _print_predictive(check) -> None:

@@ -145,6 +145,8 @@ def compare(model, release, methods: Sequence[str] | None = None, *, level: floa
     if unknown:
         raise PrivpostError(f"unknown method(s) {', '.join(map(repr, unknown))}; type a "
                             f"comma-separated list of {', '.join(DEFAULT_METHODS)}")
+    if common.get("draws", 0) is None:      # no --draws: each method's default run length
+        common = {k: v for k, v in common.items() if k != "draws"}
     result = Comparison(posteriors={}, level=level)
     for method in dict.fromkeys(names):
         opts = dict(common)

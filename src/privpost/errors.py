@@ -30,3 +30,10 @@ class IncompatibleError(PrivpostError):
 
 class DataError(PrivpostError):
     """Confidential records (an array, a CSV or Parquet file) cannot be used as given."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A finished MCMC run misses the convergence thresholds (split R-hat <= 1.01, bulk and tail
+    ESS >= 400; Vehtari et al. 2021): its estimates are unreliable. Issued by the samplers at the
+    end of a run (:func:`privpost.diagnostics.flag`); turn it into an error with
+    ``warnings.simplefilter("error", ConvergenceWarning)`` or ``privpost infer --strict``."""

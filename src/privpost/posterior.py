@@ -47,6 +47,10 @@ class Posterior:
         Statements the user must see: approximations made, projections applied, interruptions.
     exact : bool
         True when the method targets the exact private posterior (up to Monte Carlo error).
+    converged : bool or None
+        Set by the MCMC samplers at the end of a run: True when every scalar parameter entry has
+        split R-hat <= 1.01 and bulk and tail ESS >= 400 (:func:`privpost.diagnostics.check`),
+        False otherwise (a note and a ConvergenceWarning say which); None when not checked.
     chain_stats : dict[str, ndarray]
         Per-chain statistics that are not per draw, each ``(chains, ...)`` (e.g. per-record
         acceptance fractions ``(chains, n)`` or a chain's minimum per-sweep acceptance).
@@ -60,6 +64,7 @@ class Posterior:
     notes: list[str] = field(default_factory=list)
     exact: bool = True
     chain_stats: dict[str, np.ndarray] = field(default_factory=dict)
+    converged: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.draws:
@@ -133,6 +138,7 @@ class Posterior:
             "privpost_notes": json.dumps(self.notes),
             "privpost_model": json.dumps(self.model),
             "privpost_release": json.dumps(self.release),
+            "privpost_converged": -1 if self.converged is None else int(self.converged),
         }
         idata = az.from_dict(posterior=self.draws, sample_stats=self.sample_stats or None)
         idata.posterior.attrs.update(attrs)
@@ -152,29 +158,27 @@ class Posterior:
 
         Columns: ``mean``, ``sd``, the equal-tailed ``level`` interval bounds and the median,
         ``mcse_mean``, ``mcse_sd``, ``ess_bulk``, ``ess_tail``, ``r_hat`` (rank-normalised split
-        R-hat; computed on split halves even with one chain).
+        R-hat; computed on split halves even with one chain), at full precision
+        (:mod:`privpost.diagnostics`: the ArviZ definitions, without importing ArviZ).
 
         Returns
         -------
         pandas.DataFrame
         """
-        import arviz as az
         import pandas as pd
 
-        import logging
+        rows = self.summary_rows(level, var_names)
+        return pd.DataFrame([{"parameter": k, **v} for k, v in rows.items()]).set_index(
+            "parameter")
 
-        idata = self.to_arviz()
-        arviz_log = logging.getLogger("arviz")
-        old_level = arviz_log.level
-        arviz_log.setLevel(logging.ERROR)  # one chain: R-hat is reported as NaN, not warned about
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                diag = az.summary(idata, var_names=var_names, kind="diagnostics")
-        finally:
-            arviz_log.setLevel(old_level)
+    def summary_rows(self, level: float = 0.9,
+                     var_names: list[str] | None = None) -> dict[str, dict[str, float]]:
+        """The :meth:`summary` table as ``{label: {column: value}}`` without pandas (quick)."""
+        from privpost import diagnostics
+
+        diag = diagnostics.summarise(self.draws, var_names)
         lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
-        rows = []
+        rows, labels = [], []
         for name in var_names or self.draws:
             flat = self.flat(name).reshape(self.n_chains * self.n_draws, -1)
             shape = self.draws[name].shape[2:]
@@ -182,13 +186,14 @@ class Posterior:
                 idx = np.unravel_index(j, shape) if shape else ()
                 label = name + (f"[{', '.join(map(str, idx))}]" if shape else "")
                 col = flat[:, j]
-                rows.append({"parameter": label, "mean": col.mean(),
+                rows.append({"mean": col.mean(),
                              "sd": col.std(ddof=1) if col.size > 1 else np.nan,
                              f"q{100 * lo_q:g}": np.quantile(col, lo_q),
                              "q50": np.quantile(col, 0.5),
                              f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
-        table = pd.DataFrame(rows).set_index("parameter")
-        return table.join(diag, how="left")
+                rows[-1].update(diag[label])
+                labels.append(label)
+        return {lab: {k: float(v) for k, v in row.items()} for lab, row in zip(labels, rows)}
 
     def plot(self, path: str | None = None, var_names: list[str] | None = None):
         """Trace and density plots of every parameter (ArviZ ``plot_trace``).
@@ -237,7 +242,9 @@ class Posterior:
                    release=json.loads(attrs.get("privpost_release", "null")),
                    notes=json.loads(attrs.get("privpost_notes", "[]")),
                    exact=bool(int(attrs.get("privpost_exact", 1))),
-                   chain_stats=chain_stats)
+                   chain_stats=chain_stats,
+                   converged=(None if int(attrs.get("privpost_converged", -1)) < 0
+                              else bool(int(attrs["privpost_converged"]))))
 
     def predictive(self, release=None, *, model=None, draws: int = 400, seed=None):
         """Posterior predictive check of the release (:mod:`privpost.predictive`).

@@ -349,6 +349,15 @@ class CompiledChain:
                int(self.recompute_every), self.store_theta, self.store_rate, self.store_min,
                self.store_log_eta, self.ictr, self.fctr)
 
+    def extend(self, extra: int) -> None:
+        """Room for ``extra`` more draws (run-until-converged rounds)."""
+        self.store_theta = np.concatenate([self.store_theta,
+                                           np.zeros((extra, self.store_theta.shape[1]))])
+        for attr in ("store_rate", "store_min", "store_log_eta"):
+            setattr(self, attr, np.concatenate([getattr(self, attr), np.zeros(extra)]))
+        self.draws += extra
+        self.total += extra * self.thin
+
     def post_sweeps(self) -> int:
         return max(0, self.it - self.warmup) * self.p.k
 

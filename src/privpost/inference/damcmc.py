@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from privpost._rng import as_generator, spawn
+from privpost.diagnostics import flag as flag_convergence
 from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference import _kernels, reject_release_set
 from privpost.inference._damcmc_fast import CompiledModel, resolve_fast_path
@@ -599,6 +600,15 @@ class _GenericChain:
                 self.max_drift = max(self.max_drift, sampler.recompute(st))
             self.it = it + 1
 
+    def extend(self, extra: int) -> None:
+        """Room for ``extra`` more draws (run-until-converged rounds)."""
+        self.out = {k: np.concatenate([v, np.zeros((extra,) + v.shape[1:])])
+                    for k, v in self.out.items()}
+        for attr in ("accept_rate", "accept_min", "log_eta"):
+            setattr(self, attr, np.concatenate([getattr(self, attr), np.zeros(extra)]))
+        self.draws += extra
+        self.total += extra * self.thin
+
     def post_sweeps(self) -> int:
         return max(0, self.it - self.warmup) * self.sampler.p.k
 
@@ -660,11 +670,17 @@ def _round_robin(chains, report, should_stop) -> None:
 # ---- worker processes -------------------------------------------------------------------
 
 _SHARED = None  # multiprocessing RawArray: [iterations done per chain..., stop flag]
+_QUEUE = None   # run until converged: workers -> parent, each round's draws
+_CTRL = None    # run until converged: parent -> workers, RawArray [round decided, extra draws]
 
 
-def _init_worker(shared) -> None:
-    global _SHARED
-    _SHARED = shared
+def _init_worker(shared, queue=None, ctrl=None) -> None:
+    global _SHARED, _QUEUE, _CTRL
+    _SHARED, _QUEUE, _CTRL = shared, queue, ctrl
+    if queue is not None:
+        # a round's draws are put only while the parent waits for them, or after it raised the
+        # stop flag (then they are not needed): never block the worker's exit on them
+        queue.cancel_join_thread()
     # Ctrl-C goes to the whole process group: the parent handles it and raises the stop flag.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -682,7 +698,24 @@ def _worker(model, release, opts, chain_ids, rngs, inits):
     def report(c, it):
         shared[c] = it
 
-    _round_robin(chains, report, lambda: shared[stop_at] != 0)
+    def stopped():
+        return shared[stop_at] != 0
+
+    rnd = 0
+    while True:
+        _round_robin(chains, report, stopped)
+        if not opts.get("auto") or stopped():
+            break
+        # run until converged: hand this round's draws to the parent, wait for its decision
+        _QUEUE.put([(ch.chain, ch.result()) for ch in chains])
+        rnd += 1
+        while _CTRL[0] < rnd and not stopped():
+            time.sleep(0.01)
+        extra = int(_CTRL[1])
+        if stopped() or extra <= 0:
+            break
+        for ch in chains:
+            ch.extend(extra)
     return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains]
 
 
@@ -710,7 +743,8 @@ class _Progress:
         self.bar = Progress(TextColumn("[bold]damcmc[/bold] {task.description}"), BarColumn(),
                             MofNCompleteColumn(), TextColumn("iterations"), TimeElapsedColumn(),
                             TextColumn("eta"), TimeRemainingColumn(), transient=False)
-        self.task = self.bar.add_task(f"{chains} chain{'s' if chains > 1 else ''}", total=total)
+        self.label = f"{chains} chain{'s' if chains > 1 else ''}"
+        self.task = self.bar.add_task(self.label, total=total)
 
     def __enter__(self):
         if self.bar is not None:
@@ -720,6 +754,14 @@ class _Progress:
     def update(self, done: int) -> None:
         if self.bar is not None:
             self.bar.update(self.task, completed=done)
+
+    def next_round(self, total: int, worst: tuple[float, float]) -> None:
+        """Run until converged: a new total, and the worst ESS / R-hat so far in the label."""
+        self.total = total
+        if self.bar is not None:
+            self.bar.update(self.task, total=total, description=(
+                f"{self.label} | worst ESS {worst[0]:.0f} (>= 400), R-hat {worst[1]:.3f} "
+                f"(<= 1.01)"))
 
     def __exit__(self, *exc):
         if self.bar is not None:
@@ -731,10 +773,11 @@ class _Progress:
 # the method
 # ============================================================================================
 
-def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 4, seed=None,
-        thin: int = 1, sweeps_per_iteration: int = 1, progress: bool = True,
+def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains: int = 4,
+        seed=None, thin: int = 1, sweeps_per_iteration: int = 1, progress: bool = True,
         cores: int | None = None, init=None, proposal=None, fast_path="auto",
-        interweave=False):
+        interweave="auto", start: str = "data", max_draws: int | None = None,
+        max_seconds: float | None = None):
     """Exact private posterior by data augmentation MCMC (Ju et al. 2022, Algorithms 1 and 2).
 
     Parameters
@@ -744,8 +787,17 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     release : privpost.Release
         The private release; its mechanism must have a compiled kernel (``kernel`` ``"l1"``:
         Laplace, discrete Laplace; ``"l2"``: Gaussian, discrete Gaussian).
-    draws : int
-        Retained draws per chain (after warm-up and thinning).
+    draws : int or None
+        Retained draws per chain (after warm-up and thinning). ``None`` (default): run until
+        converged (:mod:`privpost.inference._until`): rounds of draws (first 1000 per chain)
+        until every scalar parameter entry has split R-hat <= 1.01 and bulk and tail ESS >= 400,
+        or a budget runs out (``max_draws``, ``max_seconds``); the progress bar shows the worst
+        ESS and R-hat. A run that stops on a budget warns (ConvergenceWarning).
+    max_draws : int or None
+        Run until converged: the iteration budget, as retained draws per chain (default 50,000).
+    max_seconds : float or None
+        Run until converged: the wall-time budget of the sampling (default 600 s; ``None`` with
+        ``max_draws`` given: no time budget).
     warmup : int
         Iterations discarded at the start of each chain.
     chains : int
@@ -774,14 +826,24 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     fast_path : "auto", bool
         Use the fully compiled driver when the model and query implement the compiled protocol
         (``docs/internals.md``). ``True`` requires it; ``False`` never uses it.
-    interweave : bool or int
+    interweave : "auto", bool or int
         Non-centred (interweaving, ASIS-style) theta-moves per iteration, after the centred
-        ``update``: ``False``/``0`` none (default), ``True`` one, an int that many. Each is an
+        ``update``: ``False``/``0`` none, ``True`` one, an int that many. ``"auto"`` (default):
+        one when the model implements the non-centred protocol (BetaBernoulli,
+        LinearRegression, NormalKnownVariance, NormalInverseGamma, ExponentialGamma) and there is no user
+        ``proposal`` and ``fast_path`` is not ``True``; none otherwise. Each is an
         exact random-walk MH step on the model's ``interweave_params`` with the records'
         innovations ``u`` held fixed (``x = g(theta, u)``); it needs the model's optional
         protocol ``innovations``/``from_innovations``/``log_prior``/``interweave_params``
         (``docs/internals.md``). The proposal scale and covariance adapt during warm-up only.
         Runs on the generic path: ``fast_path="auto"`` picks it, ``fast_path=True`` raises.
+    start : "data" or "prior"
+        Starting values when ``init`` is None. ``"data"`` (default): each chain starts where
+        the release puts the mass, dispersed across chains (:mod:`privpost.inference._start`:
+        the naive plug-in posterior of the release re-noised with fresh mechanism noise, or
+        records shifted to reproduce it); falls back to the prior when neither applies.
+        ``"prior"``: theta from the prior and records from the model (the paper's code). The
+        start changes only how fast the chains reach the posterior, not their target.
 
     Returns
     -------
@@ -798,6 +860,20 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
         When the model, the query and the mechanism do not fit (checked before sampling).
     """
     reject_release_set("damcmc", release)
+    plan = None
+    if draws is None or (isinstance(draws, str) and draws == "auto"):
+        from privpost.inference import _until
+
+        budget = _positive_int(max_draws, "max_draws") if max_draws is not None \
+            else _until.MAX_DRAWS
+        if max_seconds is None and max_draws is None:
+            max_seconds = _until.MAX_SECONDS
+        if max_seconds is not None and not (isinstance(max_seconds, (int, float))
+                                            and not isinstance(max_seconds, bool)
+                                            and max_seconds > 0):
+            raise PrivpostError(f"max_seconds must be a number > 0 or None, got {max_seconds!r}")
+        plan = _until.Plan(_until.FIRST_DRAWS, budget, max_seconds)
+        draws = plan.first
     draws = _positive_int(draws, "draws")
     warmup = _positive_int(warmup, "warmup", 0)
     chains = _positive_int(chains, "chains")
@@ -806,6 +882,14 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
         cores = _positive_int(cores, "cores")
     if fast_path not in ("auto", True, False):
         raise PrivpostError(f"fast_path must be 'auto', True or False, got {fast_path!r}")
+    if isinstance(interweave, str):
+        if interweave != "auto":
+            raise PrivpostError(f"interweave must be 'auto', False, True or an integer >= 0, "
+                                f"got {interweave!r}")
+        interweave = int(proposal is None and fast_path is not True and all(
+            callable(getattr(model, m, None))
+            for m in ("innovations", "from_innovations", "log_prior"))
+            and bool(getattr(model, "interweave_params", ())))
     problem = _Problem(model, release, proposal=proposal,
                        sweeps_per_iteration=sweeps_per_iteration, interweave=interweave)
     total = warmup + draws * thin
@@ -818,8 +902,19 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
         fast = None
     else:
         fast = resolve_fast_path(problem, fast_path, work=work)
+    if start not in ("data", "prior"):
+        raise PrivpostError(f"start must be 'data' or 'prior', got {start!r}")
     inits = _split_init(init, chains)
     rngs = spawn(seed, chains)
+    start_note = None
+    if init is None and start == "data":
+        from privpost.inference._start import data_inits
+
+        # the start's own streams: children of the chains' seed sequences (the chains' streams
+        # are not advanced)
+        found, start_note = data_inits(problem, [r.spawn(1)[0] for r in rngs])
+        if found is not None:
+            inits = found
     workers = min(chains, cores if cores is not None else (os.cpu_count() or 1))
     if workers > 1:
         try:
@@ -832,46 +927,63 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     opts = {"proposal": proposal, "sweeps_per_iteration": problem.k,
             "interweave": problem.interweave,
             "fast_path": fast is not None,
-            "draws": draws, "warmup": warmup, "thin": thin}
+            "draws": draws, "warmup": warmup, "thin": thin, "auto": plan is not None}
     t0 = time.perf_counter()
+    if plan is not None:
+        plan.t0 = t0
     if workers == 1:
-        results, interrupted = _run_here(problem, fast, rngs, inits, opts, total, progress)
+        results, interrupted = _run_here(problem, fast, rngs, inits, opts, total, progress, plan)
     else:
         results, interrupted = _run_pool(model, release, opts, rngs, inits, workers, total,
-                                         progress, problem, fast)
+                                         progress, problem, fast, plan)
     elapsed = time.perf_counter() - t0
-    return _assemble(problem, fast, results, interrupted, opts, chains, elapsed)
+    return _assemble(problem, fast, results, interrupted, opts, chains, elapsed, start_note,
+                     plan)
 
 
-def _run_here(problem, fast, rngs, inits, opts, total, progress):
+def _run_here(problem, fast, rngs, inits, opts, total, progress, plan=None):
     chains = _make_chains(problem, fast, list(range(len(rngs))), rngs, inits, opts["draws"],
                           opts["warmup"], opts["thin"])
     done = [0] * len(chains)
     interrupted = False
+    stop = plan.out_of_time if plan is not None else (lambda: False)
     with _Progress(progress, total * len(chains), len(chains)) as bar:
         def report(c, it):
             done[c] = it
             bar.update(sum(done))
 
         try:
-            _round_robin(chains, report, lambda: False)
+            while True:
+                _round_robin(chains, report, stop)
+                if plan is None:
+                    break
+                extra = plan.decide([ch.result() for ch in chains], problem.names)
+                if extra <= 0:
+                    break
+                for ch in chains:
+                    ch.extend(extra)
+                bar.next_round(sum(ch.total for ch in chains), plan.worst)
         except KeyboardInterrupt:
             interrupted = True
     return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains], interrupted
 
 
-def _run_pool(model, release, opts, rngs, inits, workers, total, progress, problem, fast):
+def _run_pool(model, release, opts, rngs, inits, workers, total, progress, problem, fast,
+              plan=None):
     n_chains = len(rngs)
     if fast is not None:
         fast.warm_up(problem)  # compile once here; forked workers inherit the machine code
     ctx = _mp_context()
     shared = ctx.RawArray("q", n_chains + 1)
+    queue = ctx.Queue() if plan is not None else None
+    ctrl = ctx.RawArray("q", 2) if plan is not None else None
     groups = [list(range(w, n_chains, workers)) for w in range(workers)]
     interrupted = False
     results = []
     futs = []
+    rounds = _PoolRounds(plan, queue, ctrl, shared, n_chains, problem, total, opts["thin"])
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(shared,)) as ex:
+                             initargs=(shared, queue, ctrl)) as ex:
         with _Progress(progress, total * n_chains, n_chains) as bar:
             try:
                 # submitting inside the try: a Ctrl-C that lands while the workers are being
@@ -883,6 +995,7 @@ def _run_pool(model, release, opts, rngs, inits, workers, total, progress, probl
                 while pending:
                     finished, pending = wait(pending, timeout=0.1, return_when=FIRST_EXCEPTION)
                     bar.update(sum(shared[:n_chains]))
+                    rounds.poll(bar)
                     for f in finished:
                         if f.exception() is not None:
                             shared[n_chains] = 1  # stop the others, then re-raise
@@ -896,12 +1009,55 @@ def _run_pool(model, release, opts, rngs, inits, workers, total, progress, probl
             results.extend(f.result())
     if len(futs) < len(groups):
         raise KeyboardInterrupt("interrupted while the worker processes were being started")
-    if not interrupted and shared[n_chains]:
+    if not interrupted and shared[n_chains] and not rounds.out_of_time:
         interrupted = True
     return results, interrupted
 
 
-def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
+class _PoolRounds:
+    """Run until converged with worker processes: collects each round's draws from the workers
+    (a queue), decides (:class:`privpost.inference._until.Plan`) and posts the decision
+    (``ctrl = [round, extra draws]``); stops the workers when the time budget runs out."""
+
+    def __init__(self, plan, queue, ctrl, shared, n_chains, problem, total, thin):
+        self.plan, self.queue, self.ctrl, self.shared = plan, queue, ctrl, shared
+        self.n_chains, self.problem = n_chains, problem
+        self.per_chain, self.thin = total, thin
+        self.got: dict = {}
+        self.round = 0
+        self.out_of_time = False
+
+    def poll(self, bar) -> None:
+        import queue as _q
+
+        plan = self.plan
+        if plan is None:
+            return
+        if plan.out_of_time() and not self.shared[self.n_chains]:
+            self.out_of_time = True
+            self.shared[self.n_chains] = 1
+        while True:
+            try:
+                msg = self.queue.get_nowait()
+            except _q.Empty:
+                break
+            for c, res in msg:
+                self.got[c] = res
+        if len(self.got) < self.n_chains:
+            return
+        res = [self.got[c] for c in sorted(self.got)]
+        self.got = {}
+        extra = plan.decide(res, self.problem.names)
+        self.ctrl[1] = max(extra, 0)
+        self.round += 1
+        self.ctrl[0] = self.round
+        if extra > 0:
+            self.per_chain += extra * self.thin
+            bar.next_round(self.per_chain * self.n_chains, plan.worst)
+
+
+def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed, start_note=None,
+              plan=None):
     from privpost.posterior import Posterior
 
     results = sorted(results, key=lambda r: r[0])
@@ -932,6 +1088,12 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
                      f"{', '.join(p.iw_names)} (innovations held fixed; proposal adapted in "
                      f"warm-up only); acceptance per chain "
                      f"{', '.join(f'{a:.3g}' for a in iw_acc)}")
+    if start_note:
+        notes.append(start_note)
+    if plan is not None:
+        if plan.reason is None and plan.out_of_time():
+            plan.reason = f"time budget of {plan.max_seconds:g} s spent"
+        notes.append(plan.note(length))
     eps = _pure_epsilon(p.release)
     if eps is not None and length and p.proposal is None:
         mean_acc = float(stats["accept_rate"].mean())
@@ -947,8 +1109,11 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed):
                      f"draws per chain kept (chains truncated to a common length)")
     model_d = _to_dict(p.model)
     release_d = _to_dict(p.release)
-    return Posterior(draws=draws, sample_stats=stats, method="damcmc", model=model_d,
+    post = Posterior(draws=draws, sample_stats=stats, method="damcmc", model=model_d,
                      release=release_d, notes=notes, exact=True, chain_stats=chain_stats)
+    if length:
+        flag_convergence(post, stacklevel=4)   # warning + note when R-hat > 1.01 or ESS < 400
+    return post
 
 
 def _pure_epsilon(release):

@@ -89,6 +89,7 @@ Posterior
 from __future__ import annotations
 
 from privpost.errors import IncompatibleError
+from privpost.diagnostics import flag as flag_convergence
 from privpost.inference._gibbs_common import (check_sampler_options, make_posterior,
                                               reject_unknown)
 
@@ -136,8 +137,10 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     if _is_regression(model):
         from privpost.inference import _gibbs_regression as reg
 
-        return reg.run(model, release, draws=draws, warmup=warmup, chains=chains, seed=seed,
+        post = reg.run(model, release, draws=draws, warmup=warmup, chains=chains, seed=seed,
                        progress=progress, **options)
+        flag_convergence(post)   # warning + note when R-hat > 1.01 or ESS < 400
+        return post
 
     from privpost.inference import _gibbs_expfam as gx
 
@@ -174,5 +177,7 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
     if nfb:
         notes.append(f"{nfb} statistic draws used the coordinate-wise truncated-normal Gibbs "
                      "sweep after joint rejection failed (valid, but mixes more slowly)")
-    return make_posterior({prob.param: theta}, stats, "gibbs-ss", model, release, notes,
+    post = make_posterior({prob.param: theta}, stats, "gibbs-ss", model, release, notes,
                           exact=False)
+    flag_convergence(post)   # warning + note when R-hat > 1.01 or ESS < 400
+    return post

@@ -61,5 +61,18 @@ class ExponentialGamma(GammaRateModel):
         from privpost.models import _compiled
         return _compiled.exponential_gamma(self.shape, self.rate)
 
+    # ---------------------------------------------------------------- non-centred protocol
+    # x = u / lam with u ~ Exponential(1) (lam-free); used by damcmc's interweaving move, which
+    # rescales all records together (proposals lam <= 0 have log_prior -inf and are rejected).
+    interweave_params = ("lam",)
+
+    def innovations(self, params, records, rng=None):
+        """``u = lam x`` (deterministic; ``rng`` unused), shape ``(n,)``."""
+        return float(params["lam"]) * np.asarray(records, dtype=np.float64)
+
+    def from_innovations(self, params, u):
+        """Records ``x = u / lam``, shape ``(n,)``."""
+        return np.asarray(u, dtype=np.float64) / float(params["lam"])
+
     def check_query(self, query):
         self._require_kind(query, {"truncatedsum": "TruncatedSum", "sum": "Sum", "mean": "Mean"})

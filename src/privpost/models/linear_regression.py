@@ -363,10 +363,15 @@ class LinearRegression(Model):
 
     # ---------------------------------------------------------------- non-centred protocol
     # Records as x = m + L z (covariates), y = beta_0 + x^T beta_{1:p} + sigma e, with (z, e)
-    # i.i.d. standard normal. The interweaving move of damcmc moves beta only (sigma2, m, S are
-    # held fixed), so the covariates themselves serve as their innovations: the innovations are
-    # [x_1..x_p, e] with e = (y - beta_0 - x^T beta_{1:p}) / sigma (deterministic given x).
-    interweave_params = ("beta",)
+    # i.i.d. standard normal. The interweaving move of damcmc moves beta and, when it is a model
+    # parameter, sigma2 (m, S are held fixed), so the covariates themselves serve as their
+    # innovations: the innovations are [x_1..x_p, e] with e = (y - beta_0 - x^T beta_{1:p}) /
+    # sigma (deterministic given x). Moving sigma2 with e fixed rescales every residual at once.
+    @property
+    def interweave_params(self) -> tuple:
+        """``("beta",)`` with a known ``sigma2``, else ``("beta", "sigma2")`` (proposals with
+        ``sigma2 <= 0`` have ``log_prior = -inf`` and are rejected)."""
+        return ("beta",) if self.sigma2 is not None else ("beta", "sigma2")
 
     def _sd(self, params):
         return math.sqrt(self.sigma2 if self.sigma2 is not None else float(params["sigma2"]))

@@ -87,6 +87,18 @@ class NormalKnownVariance(Model):
         from privpost.models import _compiled
         return _compiled.normal_known_variance(self.mu0, self.tau0, self.sigma)
 
+    # ---------------------------------------------------------------- non-centred protocol
+    # x = mu + sigma u with u ~ N(0, 1) (mu-free); used by damcmc's interweaving move.
+    interweave_params = ("mu",)
+
+    def innovations(self, params, records, rng=None):
+        """``u = (x - mu) / sigma`` (deterministic; ``rng`` unused), shape ``(n,)``."""
+        return (np.asarray(records, dtype=np.float64) - float(params["mu"])) / self.sigma
+
+    def from_innovations(self, params, u):
+        """Records ``x = mu + sigma u``, shape ``(n,)``."""
+        return float(params["mu"]) + self.sigma * np.asarray(u, dtype=np.float64)
+
     def check_query(self, query):
         self._require_kind(query, _SCALAR_QUERIES)
 
@@ -180,6 +192,22 @@ class NormalInverseGamma(Model):
         """Numba versions of update/simulate for the compiled DA-MCMC driver."""
         from privpost.models import _compiled
         return _compiled.normal_inverse_gamma(self.mu0, self.kappa0, self.alpha0, self.beta0)
+
+    # ---------------------------------------------------------------- non-centred protocol
+    # x = mu + sqrt(sigma2) u with u ~ N(0, 1) free of (mu, sigma2): the interweaving move of
+    # damcmc shifts and scales all records together (a random walk on (mu, sigma2); proposals
+    # with sigma2 <= 0 have log_prior -inf and are rejected).
+    interweave_params = ("mu", "sigma2")
+
+    def innovations(self, params, records, rng=None):
+        """``u = (x - mu) / sqrt(sigma2)`` (deterministic; ``rng`` unused), shape ``(n,)``."""
+        return ((np.asarray(records, dtype=np.float64) - float(params["mu"]))
+                / math.sqrt(float(params["sigma2"])))
+
+    def from_innovations(self, params, u):
+        """Records ``x = mu + sqrt(sigma2) u``, shape ``(n,)``."""
+        return float(params["mu"]) + math.sqrt(float(params["sigma2"])) * \
+            np.asarray(u, dtype=np.float64)
 
     def check_query(self, query):
         self._require_kind(query, _SCALAR_QUERIES)
