@@ -53,14 +53,17 @@ PAPER = {
 def atus_dir() -> Path:
     """Where the ATUS CSVs are (see the module docstring)."""
     env = os.environ.get("PRIVPOST_ATUS_DIR")
-    cands = [Path(env)] if env else []
-    cands += [Path("../shared/data/atus"), Path(__file__).resolve().parents[3] / ".." / "shared"
-              / "data" / "atus"]
+    if env:     # an explicit folder is the only place looked at
+        cands = [Path(env)]
+    else:
+        cands = [Path("../shared/data/atus"),
+                 Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "atus"]
     for c in cands:
         if (c / "group_f.csv").exists() and (c / "group_m.csv").exists():
             return c
-    raise DataError("ATUS data not found: set PRIVPOST_ATUS_DIR to the folder holding "
-                    "group_f.csv and group_m.csv (default ../shared/data/atus)")
+    where = ", ".join(map(str, cands))
+    raise DataError(f"ATUS data not found in {where}: set PRIVPOST_ATUS_DIR to the folder "
+                    "holding group_f.csv and group_m.csv (default ../shared/data/atus)")
 
 
 def load_atus(path: Path | None = None) -> dict[str, np.ndarray]:
