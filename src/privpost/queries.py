@@ -1040,6 +1040,11 @@ QUERIES: dict[str, type[Query]] = {
                 TruncatedSum, CensoredLogMean)
 }
 
+# Clique contingency tables (seed 003 ch. 3) live in their own module, which adds
+# MarginalTables to QUERIES when it is imported (skipped here if it is being imported now).
+if "privpost.marginal_tables" not in __import__("sys").modules:
+    import privpost.marginal_tables  # noqa: E402,F401
+
 
 def query_from_dict(d: dict) -> Query:
     """Build a query from its :meth:`Query.to_dict` form, dispatching on ``d["type"]``."""
