@@ -18,6 +18,9 @@ METHODS: dict[str, str] = {
     "naive": "privpost.inference.naive:run",
     "nonprivate": "privpost.inference.nonprivate:run",
     "ops": "privpost.inference.ops:run",
+    # CliqueMRF on MarginalTables (seed 003 ch. 3); "naive" dispatches there for an MRF too
+    "cgm-em": "privpost.inference.mrf_methods:run_cgm_em",
+    "mrf-laplace": "privpost.inference.mrf_methods:run_laplace",
 }
 
 

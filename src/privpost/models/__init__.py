@@ -17,6 +17,8 @@ Spec name -> class: parameters (shape); records; fitting queries.
 * ``linear-regression`` -> :class:`LinearRegression`: ``beta (p+1,)`` [+ ``sigma2 ()``]
   [+ ``m (p,)``, ``S (p, p)`` with ``hyperprior="niw"``]; ``(n, p+1)`` ``[x_1..x_p, y]``;
   RegressionStats.
+* ``mrf`` -> :class:`CliqueMRF`: ``theta0..theta{m-1}`` (one log-potential table per clique);
+  ``(n, T)`` int categories; MarginalTables.
 * ``dirichlet`` -> :class:`Dirichlet`: ``alpha (D,)``; ``(n, D)`` rows on the open simplex;
   CensoredLogMean.
 """
@@ -28,6 +30,7 @@ from privpost.models.categorical import DirichletCategorical
 from privpost.models.dirichlet import Dirichlet
 from privpost.models.exponential import ExponentialGamma
 from privpost.models.linear_regression import LinearRegression
+from privpost.models.mrf import CliqueMRF
 from privpost.models.naive_bayes import NaiveBayesLogLinear
 from privpost.models.normal import NormalInverseGamma, NormalKnownVariance
 from privpost.models.poisson import PoissonGamma
@@ -48,4 +51,5 @@ __all__ = [
     "NaiveBayesLogLinear",
     "LinearRegression",
     "Dirichlet",
+    "CliqueMRF",
 ]
