@@ -234,11 +234,34 @@ def _point(post, model):
     return model.flatten({nm: post.draws[nm][0, 0] for nm in model.names})
 
 
+def _ratios(seeds, T):
+    ratios = []
+    for seed in seeds:
+        model, true, rel = _synthetic(seed, T=T)
+        naive = pp.infer(model, rel, method="naive")
+        em = pp.infer(model, rel, method="cgm-em")
+        assert not naive.exact and not em.exact
+        assert any("point estimate" in n for n in em.notes)
+        ratios.append(model.kl(true, _point(em, model)) / model.kl(true, _point(naive, model)))
+    return ratios
+
+
+def test_cgm_em_improves_over_naive():
+    """Chain of 3 ternary nodes, N = 500, eps = 1 (b = 4), Dirichlet(1) edge tables, default
+    options. KL(true || CGM-EM) / KL(true || naive) measured on seeds 0..9: 0.95, 0.12, 0.53,
+    1.00, 0.58, 0.11, 0.21, 0.56, 0.60, 0.15 (never above 1.0, mean 0.48). Asserted on seeds
+    0..2 (0.95, 0.12, 0.53): each <= 1.02 and mean < 0.75. Wrong variant: the naive estimate
+    compared with itself has ratio 1, which the mean bound rejects."""
+    ratios = _ratios((0, 1, 2), T=3)
+    assert max(ratios) <= 1.02 and np.mean(ratios) < 0.75, ratios
+    assert not np.mean([1.0, 1.0, 1.0]) < 0.75
+
+
 @pytest.mark.slow
 def test_cgm_em_improves_over_naive_4_nodes():
-    """Chain of 4 ternary nodes, N = 500, eps = 1, Dirichlet(1) edge tables. Over seeds 0..11
-    KL(true || CGM-EM) / KL(true || naive) ranged 0.07-0.55 (median 0.2); the test asserts
-    < 0.7 on three fixed seeds and a mean ratio < 0.5."""
+    """Chain of 4 ternary nodes, N = 500, eps = 1. Seeds 0..7 gave ratios 0.24, 0.05, 0.20,
+    0.74, 0.20, 0.04, 0.10, 1.36: CGM-EM is usually, not always, better (seed 7: naive KL was
+    already small, 0.06). Asserted on seeds 0..2 only."""
     ratios = []
     for seed in (0, 1, 2):
         model, true, rel = _synthetic(seed)
