@@ -337,3 +337,21 @@ def test_cli_release_and_infer_all_methods(tmp_path):
         assert res.exit_code == 0, (method, res.output)
         doc = json.loads(res.output[res.output.index("{"):])   # arviz may log a warning first
         assert doc["method"] == method and "theta0[0, 0]" in doc["summary"]
+
+
+def test_tiny_bernstein2017_cgm_reproduction(monkeypatch, tmp_path):
+    import dataclasses
+
+    import privpost.experiments  # noqa: F401
+    R = sys.modules["privpost.experiments.reproduce"]
+    rep = R.REPRODUCTIONS["bernstein2017-cgm"]
+    sizes = {"quick": {**rep.sizes["quick"], "T": 4, "N": (300,), "populations": 1,
+                       "noise_draws": 1, "structures": ("chain1", "er"), "max_em": 3},
+             "full": rep.sizes["full"]}
+    monkeypatch.setitem(R.REPRODUCTIONS, "bernstein2017-cgm", dataclasses.replace(rep, sizes=sizes))
+    out = R.reproduce("bernstein2017-cgm", outdir=tmp_path, progress=False)
+    text = (tmp_path / "report.md").read_text()
+    assert "| chain1 | 300 | 1 |" in text and "CGM-EM better than naive" in text
+    assert "privpost reproduce bernstein2017-cgm --quick" in text
+    kl = out.tables["kl"]
+    assert kl.shape[0] == 2 and np.all(np.isfinite(kl.iloc[:, 3:7].to_numpy(dtype=float)))
