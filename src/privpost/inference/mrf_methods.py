@@ -28,7 +28,7 @@ Choices the thesis leaves open (extract §1.4, §9), made here and recorded in `
 * "Standard BP" inside NLBP is exact junction-tree inference (``CliqueMRF.marginals``); so on
   loopy graphs NLBP solves Eq. 3.6 with the *exact* entropy of the model family (the
   stationarity condition ``n = N mu(theta + grad log p(y|n))``) instead of the Bethe one.
-* M-step: ``argmax theta'n - N A(theta) - ridge ||theta||^2`` by L-BFGS on the exact gradient
+* M-step: ``argmax theta'n - N A(theta) - ridge ||theta||^2`` by BFGS on the exact gradient
   ``n - N mu(theta) - 2 ridge theta`` (no closed form is used on purpose: the same code serves
   loopy graphs). The default ``ridge`` is the model prior's ``1/(2 prior_sd^2)`` in both naive and
   EM, so both give MAP-type estimates under the same penalty.
@@ -110,7 +110,7 @@ def fit_mle(model, counts, N, ridge, theta0=None) -> np.ndarray:
     for every record ``x``, so the objective separates. ``w`` (unidentified: it does not change
     the distribution) has the closed form ``P_null (counts - N t(x_0)) / (2 ridge)`` -- nonzero
     only when the tables are mutually inconsistent, as projected pseudo-marginals are -- and
-    ``0`` when ``ridge = 0``. ``z`` is found by L-BFGS on the exact gradient
+    ``0`` when ``ridge = 0``. ``z`` is found by BFGS on the exact gradient
     ``B'(counts - N mu) - 2 ridge z``, preconditioned by the curvature ``N lam_k + 2 ridge``
     at ``theta = 0``. With ``ridge = 0`` and a zero count the maximiser does not exist (extract
     §1.3 pathology 3): the optimiser then stops at a large finite ``z``.
@@ -127,8 +127,9 @@ def fit_mle(model, counts, N, ridge, theta0=None) -> np.ndarray:
         grad = B.T @ (counts - N * mu) - 2.0 * ridge * z
         return -val / N, -(grad / scale) / N
 
-    res = minimize(f, z0 * scale, jac=True, method="L-BFGS-B",
-                   options={"maxiter": 5000, "gtol": 1e-10, "ftol": 1e-15})
+    # BFGS, not L-BFGS-B: with r of tens to hundreds L-BFGS-B's setulb cost ~3 ms a call here
+    res = minimize(f, z0 * scale, jac=True, method="BFGS",
+                   options={"maxiter": 5000, "gtol": 1e-9})
     z = res.x / scale
     theta = B @ z
     if ridge > 0:
@@ -276,7 +277,7 @@ def run_laplace(model, release, *, draws=1000, chains=1, seed=None, ridge=None, 
     counts (``Sigma^ = Cov(t)`` at the naive estimate, held fixed) plus noise of the same
     variance ``s^2`` as the mechanism's (Laplace ``2 b^2``); the prior is the model's Gaussian.
     Only the identified part ``z = B'theta`` meets this likelihood (see :mod:`privpost.models.mrf`);
-    its mode is found by L-BFGS (gradient ``N B' Cov_theta(t) W r - z/prior_sd^2``, the
+    its mode is found by BFGS (gradient ``N B' Cov_theta(t) W r - z/prior_sd^2``, the
     ``Cov_theta(t) W r`` product by a central difference of ``mu`` along ``W r``); its
     covariance is the inverse Gauss-Newton Hessian ``N^2 B' S W S B + I/prior_sd^2`` with
     ``S = Cov(t)`` at the mode. The unidentified part is drawn from its prior, which is its
@@ -312,8 +313,8 @@ def run_laplace(model, release, *, draws=1000, chains=1, seed=None, ridge=None, 
         return -val, -grad / scale
 
     z0 = B.T @ theta_naive
-    res = minimize(f, z0 * scale, jac=True, method="L-BFGS-B",
-                   options={"maxiter": 1000, "gtol": 1e-8})
+    res = minimize(f, z0 * scale, jac=True, method="BFGS",
+                   options={"maxiter": 1000, "gtol": 1e-6})
     z_mode = res.x / scale
     S = model.cell_covariance(B @ z_mode)
     H = N * N * B.T @ S @ W @ S @ B + np.eye(B.shape[1]) / ps2
