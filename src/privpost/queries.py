@@ -1079,6 +1079,11 @@ QUERIES: dict[str, type[Query]] = {
                 TruncatedSum, CensoredLogMean)
 }
 
+# Clique contingency tables (seed 003 ch. 3) live in their own module, which adds
+# MarginalTables to QUERIES when it is imported (skipped here if it is being imported now).
+if "privpost.marginal_tables" not in __import__("sys").modules:
+    import privpost.marginal_tables  # noqa: E402,F401
+
 
 # seed 002's DPss score histogram lives in its own module (imported here so that it registers)
 from privpost.queries_score import ThresholdScore  # noqa: E402

@@ -874,6 +874,20 @@ REPRODUCTIONS: dict[str, Reproduction] = {
         _foulds2016, 2016),
 }
 
+# seed 003 ch. 3: graphical models from noisy marginal tables (privpost/experiments/cgm_study.py)
+from privpost.experiments import cgm_study as _cgm_study  # noqa: E402
+
+REPRODUCTIONS["bernstein2017-cgm"] = Reproduction(
+    "bernstein2017-cgm", "Bernstein et al. 2017 / seed 003 Fig. 3.4 (MRFs from noisy marginals)",
+    "seed 003 ch. 3", ("naive", "cgm-em"),
+    {"quick": {"T": 10, "K": 2, "structures": ("chain1", "chain3", "er"), "er_p": 0.3,
+               "N": (1000, 10000), "epsilon": (1.0,), "populations": 2, "noise_draws": 2,
+               "prior_sd": 3.0},
+     "full": {"T": 10, "K": 3, "structures": ("chain1", "chain3", "er"), "er_p": 0.3,
+              "N": (1000, 10000, 100000, 1000000), "epsilon": (0.1, 1.0), "populations": 5,
+              "noise_draws": 5, "prior_sd": 3.0}},
+    _cgm_study.report, 2017)
+
 
 # seed 002 (Guo, Barrientos & Pena): compositional data -- runners in their own modules
 def _guo2023_atus(ctx: _Ctx) -> ReproductionReport:

@@ -19,6 +19,9 @@ METHODS: dict[str, str] = {
     "nonprivate": "privpost.inference.nonprivate:run",
     "ops": "privpost.inference.ops:run",
     "randomized-response": "privpost.inference.rr:run",
+    # CliqueMRF on MarginalTables (seed 003 ch. 3); "naive" dispatches there for an MRF too
+    "cgm-em": "privpost.inference.mrf_methods:run_cgm_em",
+    "mrf-laplace": "privpost.inference.mrf_methods:run_laplace",
 }
 
 # seed 002 (compositional data, DPss release sets): see privpost.inference.compositional

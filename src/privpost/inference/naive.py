@@ -17,6 +17,9 @@ Supported (model, query):
 * ExponentialGamma / PoissonGamma on Sum / Mean / TruncatedSum: the noisy (clamped or truncated)
   sum, clipped to its valid range, is used as the full sum ``sum x_i`` -- clamping and truncation
   are ignored too;
+* CliqueMRF on MarginalTables: the noise-naive MLE of seed 003 §3.2.2 (simplex projection per
+  clique, ridge ``lambda``; options ``ridge``, ``project``), a point estimate
+  (:mod:`privpost.inference.mrf_methods`);
 * LinearRegression on RegressionStats: the noisy normalised statistics mapped back to the
   original scale (clamping ignored), the Gram matrix ``[[X'X, X'y], [y'X, y'y]]`` projected to
   positive semi-definite (its Schur complement's negative eigenvalues clipped, keeping ``n`` and
@@ -181,6 +184,10 @@ def conjugate_draws(model, stat: dict, n: int, draws: int, chains: int, rng, war
 def run(model, release, *, draws: int = 1000, chains: int = 4, seed=None, progress: bool = False,
         warmup: int = 200, **options):
     """Naive plug-in posterior (see the module docstring)."""
+    if getattr(model, "name", None) == "mrf":     # CliqueMRF: the noise-naive MLE (seed 003 ch. 3)
+        from privpost.inference.mrf_methods import run_naive
+        return run_naive(model, release, draws=draws, chains=chains, seed=seed,
+                         progress=progress, warmup=warmup, **options)
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     reject_unknown("naive", options)
     if release is None:

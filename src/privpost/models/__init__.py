@@ -17,6 +17,8 @@ Spec name -> class: parameters (shape); records; fitting queries.
 * ``linear-regression`` -> :class:`LinearRegression`: ``beta (p+1,)`` [+ ``sigma2 ()``]
   [+ ``m (p,)``, ``S (p, p)`` with ``hyperprior="niw"``]; ``(n, p+1)`` ``[x_1..x_p, y]``;
   RegressionStats.
+* ``mrf`` -> :class:`CliqueMRF`: ``theta0..theta{m-1}`` (one log-potential table per clique);
+  ``(n, T)`` int categories; MarginalTables.
 * ``dirichlet`` -> :class:`Dirichlet`: ``alpha (D,)``; ``(n, D)`` rows on the open simplex;
   CensoredLogMean.
 * ``hmm`` -> :class:`HiddenMarkovNB`: ``pi (K,)``, ``A (K, K)``, ``theta1..thetaD`` with
@@ -31,6 +33,7 @@ from privpost.models.dirichlet import Dirichlet
 from privpost.models.exponential import ExponentialGamma
 from privpost.models.hmm import HiddenMarkovNB
 from privpost.models.linear_regression import LinearRegression
+from privpost.models.mrf import CliqueMRF
 from privpost.models.naive_bayes import NaiveBayesLogLinear
 from privpost.models.normal import NormalInverseGamma, NormalKnownVariance
 from privpost.models.poisson import PoissonGamma
@@ -61,4 +64,5 @@ __all__ = [
     "PoissonLog",
     "ExponentialLog",
     "HiddenMarkovNB",
+    "CliqueMRF",
 ]
