@@ -92,6 +92,8 @@ def _spec_from_options(spec: Optional[Path], query: Optional[str], bounds: Optio
     for key, value in (("epsilon", epsilon), ("delta", delta), ("rho", rho)):
         if value is not None:
             mdoc[key] = value
+    if mechanism == "randomized_response" and categories is not None:
+        mdoc["categories"] = categories     # RR is calibrated by (epsilon, categories)
     doc = {"query": qdoc, "mechanism": mdoc}
     if column:
         doc["columns"] = list(column)
@@ -148,10 +150,44 @@ def release_cmd(
         _emit_json({"output": str(output), **rel.to_dict()})
     else:
         out.print(f"wrote [bold]{output}[/]: {q.name} of {rel.n} records, "
-                  f"{m.name} noise, scale {rel.mechanism.scale:.6g}; {_privacy_text(rel.privacy)}")
+                  f"{m.name} noise, {_noise_text(rel.mechanism)}; {_privacy_text(rel.privacy)}")
 
 
 # ---------------------------------------------------------------------------- inspect
+def _noise_text(m) -> str:
+    """``scale 1.5`` for additive noise; randomized response has no scale (keep probability)."""
+    if getattr(m, "scale", None) is not None:
+        return f"scale {m.scale:.6g}"
+    if getattr(m, "categories", None) is not None:
+        import math
+
+        return (f"randomized response over {m.categories} categories, keeps the true category "
+                f"with probability {math.exp(m.log_keep):.6g}")
+    return "no noise scale"
+
+
+def _check_infer_options(level: float, output, seed) -> None:
+    """Every infer option is checked before sampling starts (not after the work is done)."""
+    import math
+
+    if not (math.isfinite(level) and 0.0 < level < 1.0):
+        raise PrivpostError(f"--level must be a credible level strictly between 0 and 1 "
+                            f"(e.g. 0.9), got {level}")
+    if seed is not None and seed < 0:
+        raise PrivpostError(f"--seed must be an integer >= 0, got {seed}")
+    if output is not None:
+        import os
+
+        parent = Path(output).expanduser().resolve().parent
+        if Path(output).is_dir():
+            raise PrivpostError(f"--output {output}: is a directory; give a file name ending in .nc")
+        if not parent.is_dir():
+            raise PrivpostError(f"--output {output}: the directory {parent} does not exist; "
+                                "create it first or choose another path")
+        if not os.access(parent, os.W_OK):
+            raise PrivpostError(f"--output {output}: the directory {parent} is not writable")
+
+
 def _privacy_text(p) -> str:
     if p.kind == "pure":
         return f"{p.epsilon:g}-DP ({p.neighbours} neighbours)"
@@ -185,12 +221,9 @@ def _load_release_or_set(path: Path):
     """A :class:`Release` or, for a document with the release-set schema, a :class:`ReleaseSet`."""
     from privpost.release import SET_SCHEMA, Release, ReleaseSet
 
-    try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise PrivpostError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise PrivpostError(f"{path}: document: is not valid JSON ({exc.msg})") from None
+    from privpost.release import _parse_json, _read_text
+
+    raw = _parse_json(_read_text(path))
     if isinstance(raw, dict) and raw.get("schema") == SET_SCHEMA:
         return ReleaseSet.from_dict(raw)
     return Release.from_dict(raw)
@@ -227,7 +260,7 @@ def _print_release(rel) -> None:
     table.add_row("mechanism", m.name)
     if m.sensitivity is not None:
         table.add_row(f"sensitivity ({m.sensitivity_norm.upper()})", f"{m.sensitivity:g}")
-    table.add_row("noise scale", f"{m.scale:.6g}")
+    table.add_row("noise scale" if m.scale is not None else "noise", _noise_text(m))
     table.add_row("privacy", _privacy_text(rel.privacy))
     out.print(table)
     vals = Table(title="observed (noisy) values")
@@ -306,6 +339,7 @@ def infer_cmd(
     from privpost.inference import infer
     from privpost.models import model_from_spec
 
+    _check_infer_options(level, output, seed)
     rel = _load_release_or_set(path)
     try:
         mdl = model_from_spec(model)
