@@ -388,3 +388,87 @@ def test_gibbs_ss_regression_with_n_1_gives_finite_draws():
     post = infer(model_from_spec("linear-regression:p=1"), rel, method="gibbs-ss", draws=50,
                  warmup=20, chains=2, seed=1, progress=False)
     assert np.all(np.isfinite(post.draws["beta"]))
+
+
+# ------------------------------------------------------------------------- resource limits
+def test_inference_limits_are_checked_before_sampling(monkeypatch):
+    from privpost.inference import infer
+    from privpost.models import model_from_spec
+
+    rel = pp.release(np.arange(50) % 4, query=Histogram(4), mechanism=Laplace(epsilon=1.0),
+                     seed=1)
+    model = model_from_spec("dirichlet-categorical:k=4")
+    with limits.limits(max_latent=100):
+        with pytest.raises(ReleaseError, match=r"^n: .*max_latent"):
+            infer(model, rel, method="damcmc", draws=10, warmup=0, chains=1, progress=False)
+        # the limit concerns damcmc's latent records only: naive still runs
+        infer(model, rel, method="naive", draws=10, chains=1, progress=False)
+    with limits.limits(max_draws=1000):
+        with pytest.raises(ReleaseError, match=r"^draws: .*max_draws"):
+            infer(model, rel, method="naive", draws=1000, chains=2, progress=False)
+    with pytest.raises(ReleaseError, match="max_draws"):      # default limit, 4e12 values
+        infer(model, rel, method="naive", draws=10 ** 12, chains=1, progress=False)
+
+
+def test_model_sizes_are_bounded():
+    from privpost.models import model_from_spec
+
+    for spec in ("dirichlet-categorical:k=1099511627776", "dirichlet:parts=1099511627776",
+                 "linear-regression:p=100000"):
+        with watchdog(5), pytest.raises(PrivpostError, match="max_dim"):
+            model_from_spec(spec)
+    with pytest.raises(PrivpostError, match="integer"):
+        model_from_spec("dirichlet-categorical:k=inf")
+
+
+def test_hostile_documents_fit_in_a_small_address_space(tmp_path):
+    """Under a 3 GB address-space limit (the old code built 2^40 labels: MemoryError or an
+    OOM kill), every hostile document is refused with a one-line error, quickly."""
+    import subprocess
+    import sys
+
+    docs = []
+    base = _doc()
+    for change in ({"n": 2 ** 63}, {"query": {"type": "histogram", "categories": 2 ** 40}},
+                   {"query": {"type": "censored_log_mean", "parts": 10 ** 12, "threshold": 0.1,
+                              "n": 3}}):
+        d = dict(base, **change)
+        p = tmp_path / f"d{len(docs)}.json"
+        p.write_text(json.dumps(d))
+        docs.append(str(p))
+    code = ("import resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))\n"
+            "from privpost.release import Release\n"
+            "from privpost.errors import ReleaseError\n"
+            "for p in sys.argv[1:]:\n"
+            "    try:\n"
+            "        Release.load(p)\n"
+            "    except ReleaseError as e:\n"
+            "        print('refused', e.field)\n")
+    out = subprocess.run([sys.executable, "-c", code, *docs], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["refused n", "refused query.categories",
+                                          "refused query.parts"]
+
+
+def test_mechanism_without_neighbours_takes_the_documents_relation():
+    """Found by the slow fuzz run: a mechanism with no "neighbours" under an add-remove
+    document loaded as replace-one, and the re-saved document then failed to load."""
+    rel = pp.release(np.array([0, 1, 2, 1]), query=Histogram(3),
+                     mechanism=DiscreteGaussian(rho=0.3), neighbours="add-remove", seed=1)
+    doc = json.loads(rel.to_json())
+    del doc["mechanism"]["neighbours"]
+    loaded = Release.from_dict(doc)
+    assert loaded.mechanism.neighbours == "add-remove"
+    assert json.loads(Release.from_json(loaded.to_json()).to_json()) == json.loads(rel.to_json())
+
+
+def test_unknown_top_level_fields_are_refused():
+    """Found by the slow fuzz run: unknown fields were silently dropped on load."""
+    with pytest.raises(ReleaseError, match="^extra: is not a field"):
+        Release.from_dict(_doc(extra=None))
+    doc = _set_doc()
+    doc["extra"] = 1
+    with pytest.raises(ReleaseError, match="unknown field"):
+        ReleaseSet.from_dict(doc)

@@ -29,9 +29,10 @@ limit                    default             what it bounds
 
 Change a limit for the whole process with :func:`set_limits` (e.g.
 ``privpost.limits.set_limits(max_dim=10_000_000)``) or temporarily with the context manager
-:func:`limits`. The defaults allow every paper-size study (the largest, a 2^10-cell histogram
-and n = 10^6 records, is far inside them) while keeping a malicious document's demands to a few
-hundred MB.
+:func:`limits`. With the defaults, a document can make privpost allocate at most a few hundred
+MB (``max_latent`` float64 values are 400 MB); ``damcmc`` on n = 10^4 records of a 1,000-cell
+histogram (about 2·10^7 latent values: records, their contributions and one sweep of proposals)
+fits, n = 10^5 of them does not.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Iterator
 
 from privpost.errors import PrivpostError
 
-__all__ = ["Limits", "get_limits", "set_limits", "limits", "check_dim", "check_n",
+__all__ = ["Limits", "get_limits", "set_limits", "limits", "check_dim", "check_n", "check_inference",
            "check_latent", "check_draws", "check_parameter", "check_count"]
 
 
@@ -138,3 +139,47 @@ def check_parameter(name: str, value: float) -> float:
                             "(privacy parameters, noise scales and sensitivities must be finite "
                             "and of moderate magnitude; see privpost.limits)")
     return value
+
+
+def _int_or_none(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        import numpy as np
+
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+    except ImportError:  # pragma: no cover
+        pass
+    return None
+
+
+def check_inference(model, release, method: str, options: dict) -> None:
+    """Before a sampler allocates anything: the stored posterior (``chains × draws × parameter
+    entries``) must fit ``max_draws`` and, for data augmentation (``damcmc``), the latent
+    records (``n × (record columns + released coordinates)``: each record and its contribution
+    to the statistic) must fit ``max_latent``. Options of the wrong type are left to the
+    method's own validation."""
+    import math as _m
+
+    shapes = getattr(model, "param_shapes", None) or {}
+    try:
+        entries = sum(int(_m.prod(s)) for s in shapes.values())
+    except TypeError:
+        entries = 0
+    draws = _int_or_none(options.get("draws", 1000))
+    chains = _int_or_none(options.get("chains", 4))
+    if entries and draws is not None and chains is not None and draws > 0 and chains > 0:
+        check_draws("draws", chains, draws, entries)
+    releases = getattr(release, "releases", None) or [release]
+    if method == "damcmc":
+        for rel in releases:
+            n = getattr(rel, "n", None)
+            query = getattr(rel, "query", None)
+            if n is None or query is None:
+                continue
+            sweeps = _int_or_none(options.get("sweeps_per_iteration", 1)) or 1
+            # per record: its columns and its contribution t (dim), current and proposed
+            width = (len(getattr(query, "columns", ())) + int(getattr(query, "dim", 0))) \
+                * (1 + max(sweeps, 1))
+            check_latent("n", int(n), max(width, 1))

@@ -207,6 +207,10 @@ class Release:
         for key in _REQUIRED:
             if key not in doc:
                 raise ReleaseError(key, "is missing")
+        unknown = sorted(set(doc) - set(_REQUIRED) - {"labels", "privacy", "metadata"})
+        if unknown:
+            raise ReleaseError(str(unknown[0]), "is not a field of a release document (fields: "
+                               f"{', '.join(_REQUIRED + ('labels', 'privacy', 'metadata'))})")
         if doc["schema"] != SCHEMA:
             raise ReleaseError("schema", f"unsupported schema {doc['schema']!r} (expected {SCHEMA!r})")
         neighbours = _check_neighbours(doc["neighbours"])
@@ -214,7 +218,9 @@ class Release:
             if not isinstance(doc[key], dict):
                 raise ReleaseError(key, "must be a JSON object")
         query = _wrap("query", query_from_dict, doc["query"])
-        mechanism = _wrap("mechanism", mechanism_from_dict, doc["mechanism"])
+        mdoc = dict(doc["mechanism"])
+        stated = mdoc.setdefault("neighbours", neighbours)   # absent: the document's relation
+        mechanism = _wrap("mechanism", mechanism_from_dict, mdoc)
         observed = doc["observed"]
         if not isinstance(observed, list) or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in observed):
@@ -227,13 +233,12 @@ class Release:
         rel = cls(query=query, mechanism=mechanism, n=doc["n"],
                   observed=np.asarray(observed, dtype=float), neighbours=neighbours,
                   metadata=metadata)
+        if stated != neighbours:        # after the calibration check, which names the cause
+            raise ReleaseError("mechanism.neighbours", f"{stated!r} contradicts the document's "
+                               f"neighbours {neighbours!r}")
         if "labels" in doc and (not isinstance(doc["labels"], list) or doc["labels"] != rel.labels):
             raise ReleaseError("labels", "do not match the query's released coordinates (a "
                                "list of strings, one per observed value)")
-        stated = doc["mechanism"].get("neighbours", neighbours)
-        if stated != neighbours:
-            raise ReleaseError("mechanism.neighbours", f"{stated!r} contradicts the document's "
-                               f"neighbours {neighbours!r}")
         if "privacy" in doc:
             _check_privacy(doc["privacy"], rel.privacy)
         return rel

@@ -76,7 +76,10 @@ def infer(model, release, method: str = "damcmc", **options):
     -------
     privpost.Posterior
     """
+    from privpost.limits import check_inference
+
     run = get_method(method)
     if method not in ACCEPTS_RELEASE_SET:
         reject_release_set(method, release)
+    check_inference(model, release, method, options)   # resource limits, before allocation
     return run(model, release, **options)
