@@ -463,3 +463,11 @@ def test_unknown_top_level_fields_are_refused():
     doc["extra"] = 1
     with pytest.raises(ReleaseError, match="unknown field"):
         ReleaseSet.from_dict(doc)
+
+
+def test_columns_must_be_a_list_in_a_document():
+    """Found by the slow fuzz run: "columns": "x" loaded as ["x"] (not a round trip)."""
+    doc = _doc()
+    doc["query"]["columns"] = "x"
+    with pytest.raises(ReleaseError, match=r"^query\.columns"):
+        Release.from_dict(doc)

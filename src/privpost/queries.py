@@ -367,6 +367,10 @@ class Query(abc.ABC):
         missing = sorted(set(cls._required_fields) - set(params))
         if missing:
             raise ReleaseError(_field(missing[0]), f"missing (required for {cls.name!r})")
+        if params.get("columns") is not None and not isinstance(params["columns"], (list, tuple)):
+            # a document stores a list (found by fuzzing: "x" was accepted as ["x"])
+            raise ReleaseError(_field("columns"), f"must be a list of names, got "
+                               f"{params['columns']!r}")
         try:
             return cls(**params)
         except ReleaseError:
