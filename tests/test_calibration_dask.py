@@ -50,7 +50,11 @@ def cluster(tmp_path_factory):
     os.environ["PRIVPOST_TEST_DIE_DIR"] = str(tmp_path_factory.mktemp("die"))
     # no scheduler-side reruns: a dead worker surfaces at once as KilledWorker, so the test
     # exercises privpost's own resubmission (and stays short)
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+    # worker-saturation 1.0 with one thread: a worker holds exactly one task, so a dying
+    # worker never takes an innocent queued replicate down with it (which made the number of
+    # failed replicates timing-dependent)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0,
+                          "distributed.scheduler.worker-saturation": 1.0}):
         with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                       protocol="tcp://", host="127.0.0.1",
                                       dashboard_address=None) as c:
