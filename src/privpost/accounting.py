@@ -55,7 +55,10 @@ NEIGHBOURS = ("replace", "add-remove")
 def _number(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
         raise PrivpostError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        raise PrivpostError(f"{name} must be finite, got an integer too large for a float") from None
     if not math.isfinite(v):
         raise PrivpostError(f"{name} must be finite, got {v}")
     return v
@@ -64,10 +67,17 @@ def _number(value, name: str) -> float:
 def _sum_up(values) -> float:
     """The exact sum of ``values`` (floats or Fractions), rounded up to a float."""
     exact = sum((Fraction(v) for v in values), Fraction(0))
-    out = float(exact)
-    while Fraction(out) < exact:
+    try:
+        out = float(exact)            # correctly rounded: at most one ulp below ``exact``
+    except OverflowError:
+        out = math.inf
+    for _ in range(4):                # bounded (never an ulp-by-ulp walk)
+        if not math.isfinite(out):
+            raise PrivpostError("the composed privacy parameter overflows a float")
+        if Fraction(out) >= exact:
+            return out
         out = math.nextafter(out, math.inf)
-    return out
+    raise PrivpostError("could not round the composed privacy parameter up")  # pragma: no cover
 
 
 def _pad_up(x: float) -> float:

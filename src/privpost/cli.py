@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -93,6 +94,16 @@ class _ReleaseCommand(typer.core.TyperCommand):
 class _DeclareCommand(_ReleaseCommand):
     data_argument = False
 
+
+def _parse_bounds(text: str) -> tuple[float, float]:
+    """``'LOW,HIGH'`` -> (low, high), both finite, low < high."""
+    try:
+        lo, hi = (float(v) for v in text.split(","))
+    except ValueError:
+        raise PrivpostError(f"--bounds must be two numbers 'LOW,HIGH', got {text!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise PrivpostError(f"--bounds must be finite with LOW < HIGH, got {text!r}")
+    return lo, hi
 
 def _read_spec(spec: Path) -> dict:
     try:
@@ -224,10 +235,9 @@ def release_cmd(
     if as_json:
         _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
     else:
-        scale_text = ("" if rel.mechanism.scale is None
-                      else f", scale {rel.mechanism.scale:.6g}")
         out.print(f"wrote [bold]{output}[/]: {q.name} of {rel.n} records "
-                  f"(columns {', '.join(q.columns)}), {m.name} noise{scale_text}; "
+                  f"(columns {', '.join(q.columns)}), {m.name} noise, "
+                  f"{_noise_text(rel.mechanism)}; "
                   f"{_privacy_text(rel.privacy)}", highlight=False)
         for note in notes:
             out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
@@ -319,6 +329,40 @@ def declare_cmd(
 
 
 # ---------------------------------------------------------------------------- inspect
+def _noise_text(m) -> str:
+    """``scale 1.5`` for additive noise; randomized response has no scale (keep probability)."""
+    if getattr(m, "scale", None) is not None:
+        return f"scale {m.scale:.6g}"
+    if getattr(m, "categories", None) is not None:
+        import math
+
+        return (f"randomized response over {m.categories} categories, keeps the true category "
+                f"with probability {math.exp(m.log_keep):.6g}")
+    return "no noise scale"
+
+
+def _check_infer_options(level: float, output, seed) -> None:
+    """Every infer option is checked before sampling starts (not after the work is done)."""
+    import math
+
+    if not (math.isfinite(level) and 0.0 < level < 1.0):
+        raise PrivpostError(f"--level must be a credible level strictly between 0 and 1 "
+                            f"(e.g. 0.9), got {level}")
+    if seed is not None and seed < 0:
+        raise PrivpostError(f"--seed must be an integer >= 0, got {seed}")
+    if output is not None:
+        import os
+
+        parent = Path(output).expanduser().resolve().parent
+        if Path(output).is_dir():
+            raise PrivpostError(f"--output {output}: is a directory; give a file name ending in .nc")
+        if not parent.is_dir():
+            raise PrivpostError(f"--output {output}: the directory {parent} does not exist; "
+                                "create it first or choose another path")
+        if not os.access(parent, os.W_OK):
+            raise PrivpostError(f"--output {output}: the directory {parent} is not writable")
+
+
 def _privacy_text(p) -> str:
     if p.kind == "pure":
         return f"{p.epsilon:g}-DP ({p.neighbours} neighbours)"
@@ -352,12 +396,9 @@ def _load_release_or_set(path: Path):
     """A :class:`Release` or, for a document with the release-set schema, a :class:`ReleaseSet`."""
     from privpost.release import SET_SCHEMA, Release, ReleaseSet
 
-    try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise PrivpostError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise PrivpostError(f"{path}: document: is not valid JSON ({exc.msg})") from None
+    from privpost.release import _parse_json, _read_text
+
+    raw = _parse_json(_read_text(path))
     if isinstance(raw, dict) and raw.get("schema") == SET_SCHEMA:
         return ReleaseSet.from_dict(raw)
     return Release.from_dict(raw)
@@ -394,7 +435,7 @@ def _print_release(rel) -> None:
     table.add_row("mechanism", m.name)
     if m.sensitivity is not None:
         table.add_row(f"sensitivity ({m.sensitivity_norm.upper()})", f"{m.sensitivity:g}")
-    table.add_row("noise scale", f"{m.scale:.6g}")
+    table.add_row("noise scale" if m.scale is not None else "noise", _noise_text(m))
     table.add_row("privacy", _privacy_text(rel.privacy))
     out.print(table)
     vals = Table(title="observed (noisy) values")
@@ -511,6 +552,7 @@ def infer_cmd(
 
     from privpost.inference import infer
 
+    _check_infer_options(level, output, seed)
     if "," in method:       # several methods: the comparison table
         return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
                             option, as_json, None)

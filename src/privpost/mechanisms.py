@@ -84,23 +84,33 @@ _RTOL_DICT = 1e-9  # tolerance when checking stored derived values in from_dict
 def _real(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
         raise PrivpostError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:
+        raise PrivpostError(f"{name} must be finite, got an integer too large for a float") from None
     if math.isnan(v):
         raise PrivpostError(f"{name} must be a number, got NaN")
     return v
 
 
 def _positive_finite(value, name: str) -> float:
+    from privpost.limits import check_parameter
+
     v = _real(value, name)
     if not math.isfinite(v) or v <= 0:
         raise PrivpostError(f"{name} must be finite and > 0, got {v}")
-    return v
+    return check_parameter(name, v)
 
 
 def _unit_open(value, name: str) -> float:
+    from privpost.limits import get_limits
+
     v = _real(value, name)
     if not 0 < v < 1:
         raise PrivpostError(f"{name} must be in (0, 1), got {v}")
+    if v < get_limits().parameter_range[0]:
+        raise PrivpostError(f"{name} = {v!r} is below the supported minimum "
+                            f"{get_limits().parameter_range[0]:g} (see privpost.limits)")
     return v
 
 
@@ -115,37 +125,82 @@ def _round_up(x: float) -> float:
     return float(np.nextafter(x, np.inf))
 
 
+def _exact_up(candidate, exact: Fraction, name: str) -> float:
+    """The float ``candidate`` if it is ≥ ``exact``, else the smallest float ≥ ``exact``.
+
+    Every loop is bounded: the correctly rounded ``float(exact)`` is at most one ulp below
+    ``exact``, so at most two steps are ever taken (no ulp-by-ulp walk from a far-off start,
+    which is what hung on ``rho = 1e-320`` before). Results outside
+    :attr:`privpost.limits.Limits.parameter_range` (overflow, underflow) are refused.
+    """
+    from privpost.limits import check_parameter
+
+    if candidate is not None and math.isfinite(candidate) and candidate > 0 and \
+            Fraction(candidate) >= exact:
+        return check_parameter(name, candidate)
+    try:
+        x = float(exact)
+    except OverflowError:
+        x = math.inf
+    if not math.isfinite(x):
+        check_parameter(name, x)          # raises: out of range
+    for _ in range(4):
+        if Fraction(x) >= exact:
+            return check_parameter(name, x)
+        x = _round_up(x)
+    raise PrivpostError(f"{name}: could not round {float(exact)!r} up exactly")  # pragma: no cover
+
+
+def _float_or_none(fn):
+    try:
+        with np.errstate(all="ignore"):
+            return float(fn())
+    except (ArithmeticError, ValueError):
+        return None
+
+
 def _l1_scale(sensitivity: float, epsilon: float) -> float:
     """b = Δ/ε, rounded up if needed so that Δ/b ≤ ε holds *exactly* (float rounding never
-    weakens the guarantee)."""
-    b = sensitivity / epsilon
-    while Fraction(sensitivity) > Fraction(epsilon) * Fraction(b):
-        b = _round_up(b)
-    return b
+    weakens the guarantee); b ≥ Δ/ε exactly, computed in rational arithmetic."""
+    exact = Fraction(sensitivity) / Fraction(epsilon)
+    return _exact_up(_float_or_none(lambda: sensitivity / epsilon), exact, "scale")
 
 
 def _l1_epsilon(sensitivity: float, scale: float) -> float:
     """ε = Δ/b, rounded up if needed so that the reported ε is never below the exact Δ/b."""
-    eps = sensitivity / scale
-    while Fraction(eps) * Fraction(scale) < Fraction(sensitivity):
-        eps = _round_up(eps)
-    return eps
+    exact = Fraction(sensitivity) / Fraction(scale)
+    return _exact_up(_float_or_none(lambda: sensitivity / scale), exact, "epsilon")
 
 
 def _l2_rho(sensitivity: float, scale: float) -> float:
     """ρ = Δ²/(2σ²), rounded up if needed so that the reported ρ is never below the exact value."""
-    rho = sensitivity ** 2 / (2.0 * scale ** 2)
-    while 2 * Fraction(rho) * Fraction(scale) ** 2 < Fraction(sensitivity) ** 2:
-        rho = _round_up(rho)
-    return rho
+    exact = Fraction(sensitivity) ** 2 / (2 * Fraction(scale) ** 2)
+    return _exact_up(_float_or_none(lambda: sensitivity ** 2 / (2.0 * scale ** 2)), exact, "rho")
 
 
 def _l2_scale(sensitivity: float, rho: float) -> float:
-    """σ = Δ/sqrt(2ρ), rounded up if needed so that Δ²/(2σ²) ≤ ρ holds exactly."""
-    sigma = sensitivity / math.sqrt(2.0 * rho)
-    while Fraction(sensitivity) ** 2 > 2 * Fraction(rho) * Fraction(sigma) ** 2:
+    """σ = Δ/sqrt(2ρ), rounded up if needed so that Δ²/(2σ²) ≤ ρ holds exactly.
+
+    σ must satisfy σ² ≥ T = Δ²/(2ρ) (exact rational). The float candidate Δ/sqrt(2ρ) is kept if
+    it does; otherwise σ starts at sqrt of the correctly rounded T (within two ulps of the exact
+    root) and is stepped up a bounded number of times.
+    """
+    from privpost.limits import check_parameter
+
+    target = Fraction(sensitivity) ** 2 / (2 * Fraction(rho))
+    sigma = _float_or_none(lambda: sensitivity / math.sqrt(2.0 * rho))
+    if sigma is not None and math.isfinite(sigma) and sigma > 0 and Fraction(sigma) ** 2 >= target:
+        return check_parameter("scale", sigma)
+    try:
+        sigma = math.sqrt(float(target))
+    except OverflowError:
+        sigma = math.inf
+    check_parameter("scale", sigma)
+    for _ in range(8):
+        if Fraction(sigma) ** 2 >= target:
+            return check_parameter("scale", sigma)
         sigma = _round_up(sigma)
-    return sigma
+    raise PrivpostError("scale: could not round sigma up exactly")  # pragma: no cover
 
 
 def _as_values(value, *, integer: bool) -> np.ndarray:
@@ -224,18 +279,31 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
     def f(logu: float) -> float:
         return analytic_gaussian_delta(epsilon, math.exp(logu), 1.0) - delta
 
+    # bracket log(σ/Δ) in [-700, 700] (every loop below is bounded)
     lo = hi = 0.0
     while f(hi) > 0:
         hi += 1.0
+        if hi > 700.0:
+            raise PrivpostError(f"no finite Gaussian noise scale gives (epsilon={epsilon:g}, "
+                                f"delta={delta:g})-DP in double precision; raise epsilon or delta")
     while f(lo) < 0:
         lo -= 1.0
+        if lo < -700.0:
+            raise PrivpostError(f"the Gaussian noise scale for (epsilon={epsilon:g}, "
+                                f"delta={delta:g}) underflows; lower epsilon or delta")
     logu = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     sigma = math.exp(logu) * sensitivity
     step = np.finfo(float).eps
-    while _analytic_gaussian_delta_upper(epsilon, sigma, sensitivity) > delta:
+    for _ in range(64):            # step doubles: 64 rounds reach any finite σ
+        if _analytic_gaussian_delta_upper(epsilon, sigma, sensitivity) <= delta:
+            break
         sigma = max(_round_up(sigma), sigma * (1.0 + step))
         step *= 2.0
-    return sigma
+    else:
+        raise PrivpostError("could not certify the analytic Gaussian scale")  # pragma: no cover
+    from privpost.limits import check_parameter
+
+    return check_parameter("scale", sigma)
 
 
 def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -258,12 +326,19 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1
         hi = 1.0
         while f(hi) > 0:
             hi *= 2.0
+            if hi > 1e150:
+                raise PrivpostError(f"no finite epsilon gives delta={delta:g} at noise scale "
+                                    f"{sigma:g}; raise the scale or delta")
         eps = optimize.brentq(f, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps,
                               maxiter=500)
     step = np.finfo(float).eps
-    while _analytic_gaussian_delta_upper(eps, sigma, sensitivity) > delta:
+    for _ in range(64):
+        if _analytic_gaussian_delta_upper(eps, sigma, sensitivity) <= delta:
+            break
         eps = max(_round_up(eps), eps * (1.0 + step))
         step *= 2.0
+    else:
+        raise PrivpostError("could not certify the analytic Gaussian epsilon")  # pragma: no cover
     return float(eps)
 
 

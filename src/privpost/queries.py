@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from privpost.errors import DataError, ReleaseError
+from privpost.errors import DataError, PrivpostError, ReleaseError
 
 __all__ = [
     "Query",
@@ -75,7 +75,11 @@ def _field(name: str) -> str:
 def _finite_float(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ReleaseError(_field(name), f"must be a finite real number, got {value!r}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        raise ReleaseError(_field(name), "must be finite, got an integer too large for a "
+                           "float") from None
     if not math.isfinite(value):
         raise ReleaseError(_field(name), f"must be finite, got {value!r}")
     return value
@@ -128,9 +132,22 @@ def _columns(value, default: tuple[str, ...]) -> tuple[str, ...]:
 
 def _check_norm(norm: str, neighbours: str) -> None:
     if norm not in NORMS:
-        raise ValueError(f"norm must be one of {NORMS}, got {norm!r}")
+        raise PrivpostError(f"norm must be one of {NORMS}, got {norm!r}")
     if neighbours not in NEIGHBOURS:
-        raise ValueError(f"neighbours must be one of {NEIGHBOURS}, got {neighbours!r}")
+        raise PrivpostError(f"neighbours must be one of {NEIGHBOURS}, got {neighbours!r}")
+
+
+def _dim(dim: int, name: str) -> int:
+    """A query's number of released coordinates, checked against
+    :data:`privpost.limits` *before* labels or index arrays are built."""
+    from privpost.limits import check_dim
+
+    return check_dim(_field(name), int(dim))
+
+
+#: Per-record contributions are summed in blocks of at most this many ``(row, coordinate)``
+#: cells, so :meth:`Query.statistic` never holds an ``(n, d)`` matrix larger than ~32 MB.
+_STAT_BLOCK_CELLS = 4_000_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -173,7 +190,10 @@ def _table_records(records, k: int, check: bool, what: str) -> np.ndarray:
 
 def _integer_records(records, shape_ok, shape_msg: str, check: bool) -> np.ndarray:
     """Categorical records -> int64. Floats are accepted when integral (e.g. from a CSV)."""
-    arr = np.asarray(records)
+    try:
+        arr = np.asarray(records)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"records: cannot be read as an array of categories ({exc})") from None
     if arr.dtype == object:
         arr = _as_float(arr)
     if arr.ndim == 0:
@@ -195,6 +215,14 @@ def _integer_records(records, shape_ok, shape_msg: str, check: bool) -> np.ndarr
             idx = tuple(int(v) for v in np.argwhere(bad)[0])
             raise DataError(f"records: non-integer category {arr[idx]!r} at index {idx}")
     return arr.astype(np.int64)
+
+
+def _safe_shape(records):
+    """``np.shape(records)``, or ``"ragged"`` for nested lists of unequal lengths."""
+    try:
+        return np.shape(records)
+    except (TypeError, ValueError):
+        return "a ragged (inhomogeneous) nesting"
 
 
 def _to_sequence(value):
@@ -246,8 +274,33 @@ class Query(abc.ABC):
 
         Returns a float64 array (``int64`` for categorical queries) of shape ``(n,)`` for scalar
         records or ``(n, len(columns))``. Values outside the declared bounds are *not* errors.
+        A pandas DataFrame is matched to :attr:`columns` **by name** (a missing or an extra
+        column is a :class:`DataError`), never by position.
         """
-        return self._coerce(records, True)
+        return self._coerce(self._by_name(records), True)
+
+    def _by_name(self, records):
+        """A DataFrame's columns selected by name in :attr:`columns` order; other input as is."""
+        names = getattr(records, "columns", None)
+        if names is None or not hasattr(records, "iloc") or not hasattr(records, "to_numpy"):
+            return records
+        have = [str(c) for c in names]
+        missing = [c for c in self.columns if c not in have]
+        extra = [c for c in have if c not in self.columns]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"missing column(s) {missing}")
+            if extra:
+                parts.append(f"unexpected column(s) {extra}")
+            raise DataError(f"records: the DataFrame's columns {have} do not match the query's "
+                            f"columns {list(self.columns)} ({'; '.join(parts)}); select or "
+                            "rename them (columns are matched by name, not position)")
+        if len(set(have)) != len(have):
+            raise DataError(f"records: the DataFrame has duplicate column names {have}")
+        frame = records.copy()
+        frame.columns = have
+        return frame[list(self.columns)].to_numpy()
 
     def t(self, records, *, check: bool = True) -> np.ndarray:
         """Per-record contributions, shape ``(n, dim)``, float64.
@@ -256,11 +309,21 @@ class Query(abc.ABC):
         range, simplex); use it only on records known to be valid, e.g. model proposals in a
         sampler's inner loop.
         """
-        return self._t(self._coerce(records, check))
+        return self._t(self._coerce(self._by_name(records), check))
 
     def statistic(self, records) -> np.ndarray:
-        """The (non-private) statistic ``t(records).sum(axis=0)``, shape ``(dim,)``."""
-        return self.t(records).sum(axis=0)
+        """The (non-private) statistic ``t(records).sum(axis=0)``, shape ``(dim,)``.
+
+        Summed in row blocks of at most ``_STAT_BLOCK_CELLS`` cells, so memory stays bounded
+        for many records times many coordinates (e.g. a large histogram)."""
+        x = self._coerce(self._by_name(records), True)
+        rows = max(1, _STAT_BLOCK_CELLS // max(int(self.dim), 1))
+        if x.shape[0] <= rows:
+            return self._t(x).sum(axis=0)
+        out = np.zeros(self.dim)
+        for start in range(0, x.shape[0], rows):
+            out += self._t(x[start:start + rows]).sum(axis=0)
+        return out
 
     # ---- sensitivity ---------------------------------------------------------------------
     def sensitivity(self, norm: str = "l1", neighbours: str = "replace") -> float:
@@ -304,6 +367,10 @@ class Query(abc.ABC):
         missing = sorted(set(cls._required_fields) - set(params))
         if missing:
             raise ReleaseError(_field(missing[0]), f"missing (required for {cls.name!r})")
+        if params.get("columns") is not None and not isinstance(params["columns"], (list, tuple)):
+            # a document stores a list (found by fuzzing: "x" was accepted as ["x"])
+            raise ReleaseError(_field("columns"), f"must be a list of names, got "
+                               f"{params['columns']!r}")
         try:
             return cls(**params)
         except ReleaseError:
@@ -472,7 +539,7 @@ class Histogram(Query):
     _required_fields = ("categories",)
 
     def __init__(self, categories, *, columns=None, levels=None):
-        self.categories = _pos_int(categories, "categories", minimum=2)
+        self.categories = _dim(_pos_int(categories, "categories", minimum=2), "categories")
         self.columns = _columns(columns, ("x",))
         self.dim = self.categories
         # levels: optional public names of the categories 0..k-1 (e.g. string levels of a CSV
@@ -499,7 +566,7 @@ class Histogram(Query):
             return None
         x = _integer_records(records, shape_ok,
                              f"records: expected shape (n,) or (n, 1) of categories, "
-                             f"got {np.shape(records)}", check)
+                             f"got {_safe_shape(records)}", check)
         if check and x.size:
             bad = (x < 0) | (x >= self.categories)
             if bad.any():
@@ -562,6 +629,7 @@ class NaiveBayesCounts(Query):
         levels = tuple(_pos_int(j, "n_levels", minimum=2) for j in n_levels)
         if not levels:
             raise ReleaseError(_field("n_levels"), "needs at least one feature")
+        _dim(self.n_classes * sum(levels), "n_levels")
         self.n_levels = levels
         K = len(levels)
         self.n_features = K
@@ -590,7 +658,7 @@ class NaiveBayesCounts(Query):
             return a if (a.ndim == 2 and a.shape[1] == k) else None
         x = _integer_records(records, shape_ok,
                              f"records: expected shape (n, {k}) (class, then {k - 1} features), "
-                             f"got {np.shape(records)}", check)
+                             f"got {_safe_shape(records)}", check)
         if check and x.size:
             upper = np.concatenate([[self.n_classes], self._levels_arr])
             bad = (x < 0) | (x >= upper)
@@ -680,6 +748,7 @@ class RegressionStats(Query):
         self.bounds_x = bx
         self.bounds_y = _bounds(bounds_y, "bounds_y")
         p = len(bx)
+        _dim((p + 1) * (p + 2) // 2 + (p + 1), "bounds_x")
         self.p = p
         self.columns = _columns(columns, tuple(f"x{j + 1}" for j in range(p)) + ("y",))
         self._lo = np.array([b[0] for b in bx] + [self.bounds_y[0]])
@@ -857,6 +926,7 @@ class CovariateMoments(Query):
             raise ReleaseError(_field("bounds_x"), "needs at least one predictor")
         self.bounds_x = bx
         p = len(bx)
+        _dim(math.comb(p + self.order, self.order) - 1, "bounds_x")
         self.p = p
         self.columns = _columns(columns, tuple(f"x{j + 1}" for j in range(p)) + ("y",))
         self._lo = np.array([b[0] for b in bx])
@@ -1027,7 +1097,7 @@ class CensoredLogMean(Query):
     _required_fields = ("parts", "threshold", "n")
 
     def __init__(self, parts, threshold, n, *, columns=None):
-        self.parts = _pos_int(parts, "parts", minimum=2)
+        self.parts = _dim(_pos_int(parts, "parts", minimum=2), "parts")
         a = _finite_float(threshold, "threshold")
         if not 0.0 < a < 1.0:
             raise ReleaseError(_field("threshold"), f"must lie in (0, 1), got {a}")

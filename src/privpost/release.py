@@ -92,7 +92,11 @@ class Release:
             raise ReleaseError("n", f"must be an integer, got {self.n!r}")
         if self.n < 1:
             raise ReleaseError("n", f"must be >= 1, got {self.n}")
+        from privpost.limits import check_n
+
+        check_n("n", int(self.n))
         object.__setattr__(self, "n", int(self.n))
+        object.__setattr__(self, "metadata", _json_metadata(self.metadata))
         try:
             observed = np.asarray(self.observed, dtype=float)
         except (TypeError, ValueError):
@@ -203,6 +207,10 @@ class Release:
         for key in _REQUIRED:
             if key not in doc:
                 raise ReleaseError(key, "is missing")
+        unknown = sorted(set(doc) - set(_REQUIRED) - {"labels", "privacy", "metadata"})
+        if unknown:
+            raise ReleaseError(str(unknown[0]), "is not a field of a release document (fields: "
+                               f"{', '.join(_REQUIRED + ('labels', 'privacy', 'metadata'))})")
         if doc["schema"] != SCHEMA:
             raise ReleaseError("schema", f"unsupported schema {doc['schema']!r} (expected {SCHEMA!r})")
         neighbours = _check_neighbours(doc["neighbours"])
@@ -210,48 +218,151 @@ class Release:
             if not isinstance(doc[key], dict):
                 raise ReleaseError(key, "must be a JSON object")
         query = _wrap("query", query_from_dict, doc["query"])
-        mechanism = _wrap("mechanism", mechanism_from_dict, doc["mechanism"])
+        mdoc = dict(doc["mechanism"])
+        stated = mdoc.setdefault("neighbours", neighbours)   # absent: the document's relation
+        mechanism = _wrap("mechanism", mechanism_from_dict, mdoc)
         observed = doc["observed"]
         if not isinstance(observed, list) or not all(
                 isinstance(v, (int, float)) and not isinstance(v, bool) for v in observed):
             raise ReleaseError("observed", "must be a list of numbers")
-        if any(not math.isfinite(v) for v in observed):
-            raise ReleaseError("observed", "contains NaN or infinite values")
+        if any(not _finite_number(v) for v in observed):
+            raise ReleaseError("observed", "contains NaN, infinite or out-of-range values")
         metadata = doc.get("metadata", {})
         if not isinstance(metadata, dict):
             raise ReleaseError("metadata", "must be a JSON object")
         rel = cls(query=query, mechanism=mechanism, n=doc["n"],
                   observed=np.asarray(observed, dtype=float), neighbours=neighbours,
                   metadata=metadata)
-        if "labels" in doc and list(doc["labels"]) != rel.labels:
-            raise ReleaseError("labels", "do not match the query's released coordinates")
+        if stated != neighbours:        # after the calibration check, which names the cause
+            raise ReleaseError("mechanism.neighbours", f"{stated!r} contradicts the document's "
+                               f"neighbours {neighbours!r}")
+        if "labels" in doc and (not isinstance(doc["labels"], list) or doc["labels"] != rel.labels):
+            raise ReleaseError("labels", "do not match the query's released coordinates (a "
+                               "list of strings, one per observed value)")
         if "privacy" in doc:
             _check_privacy(doc["privacy"], rel.privacy)
         return rel
 
     @classmethod
     def from_json(cls, text: str) -> "Release":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ReleaseError("document", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        return cls.from_dict(doc)
+        return cls.from_dict(_parse_json(text))
 
     @classmethod
     def load(cls, path: str | Path) -> "Release":
         """Read and validate a release JSON file (raises :class:`ReleaseError`)."""
-        path = Path(path)
-        try:
-            text = path.read_text()
-        except OSError as exc:
-            raise ReleaseError("file", f"cannot read {path}: {exc.strerror}") from None
-        return cls.from_json(text)
+        return cls.from_dict(_parse_json(_read_text(path)))
 
     def __repr__(self) -> str:
         vals = np.array2string(self.observed[:6], precision=4, separator=", ")
         more = ", ..." if self.dim > 6 else ""
         return (f"Release(query={self.query.name!r}, mechanism={self.mechanism.name!r}, "
-                f"scale={self.mechanism.scale:.6g}, n={self.n}, observed={vals[:-1]}{more}])")
+                f"{_scale_repr(self.mechanism)}, n={self.n}, observed={vals[:-1]}{more}])")
+
+
+def _scale_repr(mechanism) -> str:
+    """``scale=…`` for additive mechanisms, ``epsilon=…`` for randomized response (no scale)."""
+    scale = getattr(mechanism, "scale", None)
+    if scale is None:
+        return f"epsilon={mechanism.epsilon:.6g}, categories={mechanism.categories}" \
+            if _local(mechanism) else "scale=None"
+    return f"scale={scale:.6g}"
+
+
+def _finite_number(v) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:          # an int beyond the float range
+        return False
+
+
+def _read_text(path) -> str:
+    """A document's text: size-limited, UTF-8 (an error naming the file otherwise)."""
+    from privpost.limits import get_limits
+
+    path = Path(path)
+    limit = get_limits().max_document_bytes
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise ReleaseError("file", f"{path} is {size} bytes, above the limit of {limit} "
+                               "(max_document_bytes, see privpost.limits)")
+        with open(path, "rb") as fh:
+            raw = fh.read(limit + 1)
+    except OSError as exc:
+        raise ReleaseError("file", f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) > limit:
+        raise ReleaseError("file", f"{path} is above the limit of {limit} bytes")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ReleaseError("file", f"{path} is not UTF-8 text (invalid byte at offset "
+                           f"{exc.start}); a release document is a UTF-8 JSON file") from None
+
+
+def _parse_json(text: str):
+    """``json.loads`` with every failure mode (syntax, nesting depth, integers of more than
+    4300 digits) turned into a :class:`ReleaseError` on ``document``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReleaseError("document", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ReleaseError("document", "is nested too deeply to be a release document") from None
+    except ValueError as exc:      # e.g. an integer literal with more than 4300 digits
+        raise ReleaseError("document", f"is not a valid release document ({exc})") from None
+
+
+def _json_metadata(meta: Any) -> dict:
+    """``metadata`` as plain JSON: NumPy scalars and arrays become Python numbers and lists,
+    tuples become lists; NaN/infinity, non-string keys, other objects and nesting deeper than
+    ``max_metadata_depth`` are refused with a :class:`ReleaseError` naming the entry."""
+    from privpost.limits import get_limits
+
+    max_depth = get_limits().max_metadata_depth
+    if not isinstance(meta, dict):
+        raise ReleaseError("metadata", "must be a JSON object (a dict)")
+
+    def conv(value, where: str, depth: int):
+        if depth > max_depth:
+            raise ReleaseError(where, f"is nested deeper than {max_depth} levels")
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        elif isinstance(value, np.generic):
+            value = value.item()
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        if isinstance(value, int):
+            if not _finite_number(value):
+                raise ReleaseError(where, "is an integer too large for JSON numbers")
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ReleaseError(where, f"is {value}; JSON has no NaN or infinity (store "
+                                   "it as a string or leave it out)")
+            return value
+        if isinstance(value, dict):
+            out = {}
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise ReleaseError(where, f"has a non-string key {k!r}")
+                out[k] = conv(v, f"{where}.{k}", depth + 1)
+            return out
+        if isinstance(value, (list, tuple)):
+            return [conv(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+        raise ReleaseError(where, f"{type(value).__name__} is not JSON-serialisable (use "
+                           "numbers, strings, lists and dicts)")
+
+    return conv(meta, "metadata", 0)
+
+
+def _check_seed(seed) -> None:
+    """``seed``: None, an int >= 0, a SeedSequence or a Generator (PrivpostError otherwise)."""
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence)):
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise PrivpostError(f"seed: must be None or an integer >= 0, got {seed!r}")
+    if seed < 0:
+        raise PrivpostError(f"seed: must be an integer >= 0, got {seed}")
 
 
 def _wrap(field_name: str, builder, value):
@@ -268,17 +379,24 @@ def _wrap(field_name: str, builder, value):
         raise ReleaseError(field_name, msg) from None
 
 
-def _check_privacy(stored: Any, computed) -> None:
+def _check_privacy(stored: Any, computed, field_name: str = "privacy") -> None:
+    """The stored guarantee must equal the recomputed one (floats within a relative 1e-6)."""
     if not isinstance(stored, dict):
-        raise ReleaseError("privacy", "must be a JSON object")
+        raise ReleaseError(field_name, "must be a JSON object")
     want = computed.to_dict()
+    unknown = set(stored) - set(want)
+    if unknown:
+        raise ReleaseError(field_name, f"unexpected field(s) {sorted(unknown)} for a "
+                           f"{want['kind']!r} guarantee (recomputed: {want})")
     for key, value in want.items():
         got = stored.get(key)
         if isinstance(value, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
-            if not math.isclose(got, value, rel_tol=1e-6, abs_tol=1e-12):
-                raise ReleaseError(f"privacy.{key}", f"{got} disagrees with the mechanism ({value})")
+            if not (_finite_number(got) and math.isclose(got, value, rel_tol=1e-6, abs_tol=1e-12)):
+                raise ReleaseError(f"{field_name}.{key}",
+                                   f"{got} disagrees with the recomputed value ({value})")
         elif got != value:
-            raise ReleaseError(f"privacy.{key}", f"{got!r} disagrees with the mechanism ({value!r})")
+            raise ReleaseError(f"{field_name}.{key}",
+                               f"{got!r} disagrees with the recomputed value ({value!r})")
 
 
 def release(records, query, mechanism, *, neighbours: str = "replace", seed=None,
@@ -308,6 +426,9 @@ def release(records, query, mechanism, *, neighbours: str = "replace", seed=None
     Release
     """
     _check_neighbours(neighbours)
+    _check_seed(seed)
+    if metadata is not None and not isinstance(metadata, dict):
+        raise ReleaseError("metadata", "must be a dict")
     recs = query.validate_records(records)
     n = int(recs.shape[0])
     if n < 1:
@@ -359,8 +480,18 @@ class ReleaseSet:
     subsets: list[str] | None = None
 
     def __post_init__(self) -> None:
+        from privpost.limits import check_count
+
         if not self.releases:
             raise PrivpostError("a release set needs at least one release")
+        check_count("releases", len(self.releases), "max_releases", "releases (max_releases)")
+        d = self.delta
+        if isinstance(d, bool) or not isinstance(d, (int, float, np.integer, np.floating)) or \
+                not (_finite_number(d) and 0 < float(d) < 1):
+            raise ReleaseError("delta", f"must be a number in (0, 1), got {d!r}")
+        self.delta = float(d)
+        if not isinstance(self.description, str):
+            raise ReleaseError("description", f"must be a string, got {self.description!r}")
         rels = self.releases
         if len({r.neighbours for r in rels}) > 1:
             raise ReleaseError("releases", "mix neighbour relations; their costs cannot be added")
@@ -434,18 +565,17 @@ class ReleaseSet:
                 rels.append(Release.from_dict(item))
             except ReleaseError as exc:
                 raise ReleaseError(f"releases[{i}].{exc.field}", exc.problem) from None
-        rset = cls(rels, delta=float(doc.get("delta", 1e-6)),
-                   description=str(doc.get("description", "")), subsets=doc.get("subsets"))
+        unknown = set(doc) - {"schema", "description", "delta", "releases", "total_privacy",
+                              "subsets"}
+        if unknown:
+            raise ReleaseError("document", f"unknown field(s) {sorted(unknown)} in a release set")
+        out = cls(rels, delta=doc.get("delta", 1e-6), description=doc.get("description", ""),
+                  subsets=doc.get("subsets"))
         if "total_privacy" in doc:
-            _check_privacy(doc["total_privacy"], rset.total_privacy())
-        return rset
+            # the stored total is only a claim: recompute the composition and compare
+            _check_privacy(doc["total_privacy"], out.total_privacy(), "total_privacy")
+        return out
 
     @classmethod
     def load(cls, path: str | Path) -> "ReleaseSet":
-        try:
-            doc = json.loads(Path(path).read_text())
-        except OSError as exc:
-            raise ReleaseError("file", f"cannot read {path}: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise ReleaseError("document", f"is not valid JSON ({exc.msg})") from None
-        return cls.from_dict(doc)
+        return cls.from_dict(_parse_json(_read_text(path)))

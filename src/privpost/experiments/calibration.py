@@ -802,25 +802,12 @@ def _run_pool(tasks, workers: int, on_done):
     ex.shutdown(wait=True)
 
 
-def _run_dask(tasks, scheduler, on_done):
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise PrivpostError("scheduler= needs dask.distributed: pip install 'privpost[dask]'") from None
-    own = not isinstance(scheduler, Client)
-    client = Client(scheduler) if own else scheduler
-    futures = {}
-    try:
-        for t in tasks:
-            futures[client.submit(run_replicate, t, pure=False)] = t
-        for fut, frame in as_completed(list(futures), with_results=True, raise_errors=True):
-            on_done(futures[fut], frame)
-    except BaseException:
-        client.cancel(list(futures))
-        raise
-    finally:
-        if own:
-            client.close(timeout=30)
+def _run_dask(tasks, scheduler, on_done, stall_timeout=None):
+    """Replicates on a Dask cluster; every wait is bounded (see :mod:`._dask_runner`)."""
+    from privpost.experiments._dask_runner import STALL_TIMEOUT, run_dask
+
+    run_dask(tasks, scheduler, on_done, run_replicate,
+             stall_timeout=STALL_TIMEOUT if stall_timeout is None else stall_timeout)
 
 
 def calibrate(model, query, mechanism, methods: Any = ("nonprivate",), n: Any = 100,
@@ -832,7 +819,7 @@ def calibrate(model, query, mechanism, methods: Any = ("nonprivate",), n: Any = 
               neighbours: str = "replace", seed: int | None = 0, workers: int | None = None,
               scheduler: Any = None, outdir: str | Path | None = None, progress: bool = True,
               figures: bool = True, figure_entries: Sequence[str] | None = None,
-              console=None) -> CalibrationResult:
+              console=None, scheduler_timeout: float | None = None) -> CalibrationResult:
     """Simulation-based calibration of inference methods on a grid of n and epsilon.
 
     Parameters
@@ -883,7 +870,13 @@ def calibrate(model, query, mechanism, methods: Any = ("nonprivate",), n: Any = 
     scheduler : str or distributed.Client, optional
         Send the replicates to an existing Dask cluster (its address, or a client) instead.
         Results come back to this process, which writes the files (the workers need privpost
-        and the method's dependencies importable, but no shared file system).
+        and the method's dependencies importable, but no shared file system). An address
+        while this process holds a running client of that scheduler reuses the client. Every
+        wait is bounded; a replicate whose worker dies is resubmitted (twice at most), and the
+        finished replicates are kept (in ``outdir``) if the study stops.
+    scheduler_timeout : float, optional
+        With ``scheduler``: seconds without any replicate finishing before the study stops
+        with an error (default 1800).
     outdir : path, optional
         Directory for per-replicate files (resumable), ``calibration.csv`` / ``.parquet``,
         ``summary.csv``, ``settings.json`` and the figures.
@@ -1019,7 +1012,7 @@ def calibrate(model, query, mechanism, methods: Any = ("nonprivate",), n: Any = 
         if not todo:
             pass
         elif scheduler is not None:
-            _run_dask(todo, scheduler, on_done)
+            _run_dask(todo, scheduler, on_done, scheduler_timeout)
         else:
             w = workers if workers is not None else (os.cpu_count() or 1)
             if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1:

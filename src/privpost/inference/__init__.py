@@ -92,13 +92,15 @@ def infer(model, release, method: str = "damcmc", **options):
     -------
     privpost.Posterior
     """
+    from privpost.limits import check_inference
+
     if getattr(model, "name", None) == "hmm":   # HMM over cells (seed 004 §4-5): own samplers
         from privpost.inference.hmm import run_method
 
         reject_release_set(method, release)
         return run_method(method, model, release, **options)
     run = get_method(method)
-    if method in ("damcmc", "gibbs-ss", "naive") and getattr(
+    if method in ("damcmc", "gibbs-ss") and getattr(
             getattr(release, "mechanism", None), "name", None) == "randomized_response":
         raise IncompatibleError(f"method {method!r} cannot read randomized-response reports; "
                                 "use method='randomized-response' (exact, with the "
@@ -113,4 +115,5 @@ def infer(model, release, method: str = "damcmc", **options):
             return run(model, release, **options)
     if method not in ACCEPTS_RELEASE_SET:
         reject_release_set(method, release)
+    check_inference(model, release, method, options)   # resource limits, before allocation
     return run(model, release, **options)

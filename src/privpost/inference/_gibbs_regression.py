@@ -662,6 +662,7 @@ def build_problem(model, release, covariate_moments=None, max_tries=10):
             "covariate_moments='noisy' needs the covariates' moments as a release: pass a "
             "ReleaseSet holding this RegressionStats release and a CovariateMoments release of "
             "the same records (release_with_moments(records, query, epsilon) makes both)")
+    _check_plausible(release, n)
     sc = Scaling.from_query(query)
     notes = []
     M4x = None
@@ -698,6 +699,26 @@ def build_problem(model, release, covariate_moments=None, max_tries=10):
                      f"(covariate_moments={mode!r})")
     return RegProblem(query, n, p, np.asarray(release.observed, dtype=np.float64), stat_pairs(p),
                       sc, prior, mode, noise_model(release), M4x, int(max_tries), notes)
+
+
+def _check_plausible(release, n: int, tail: float = 40.0) -> None:
+    """Refuse a release the CLT sampler cannot represent: every normalised statistic lies in
+    ``[-n, n]`` (each record's entries are in ``[-1, 1]``), and additive noise exceeds ``tail``
+    noise scales with probability below ``e^-40`` (Laplace; far less for Gaussian noise). An
+    observed value beyond ``n + tail * scale`` is therefore inconsistent with the document's own
+    mechanism; in double precision it made the latent Gram matrix singular (``LinAlgError``)."""
+    scale = getattr(release.mechanism, "scale", None)
+    if scale is None:
+        return
+    y = np.asarray(release.observed, dtype=np.float64)
+    far = np.flatnonzero(np.abs(y) > n + tail * float(scale))
+    if far.size:
+        j = int(far[0])
+        raise IncompatibleError(
+            f"observed[{j}] = {y[j]:.6g} is more than {tail:g} noise scales ({scale:.4g}) "
+            f"outside [-n, n] = [-{n}, {n}], the range of the normalised regression statistic: "
+            "the release is inconsistent with its stated mechanism (probability below e^-40), "
+            "and gibbs-ss's CLT cannot represent it; check the document")
 
 
 @dataclass
@@ -953,7 +974,13 @@ def run(model, release, *, draws, warmup, chains, seed=None, progress=False,
     adapt = initial_adaptation(prob, state) if collapsed else None
     bar = Progress(warmup + draws, progress, "gibbs-ss")
     for it in range(warmup + draws):
-        state = gibbs_step(rng, prob, state, adapt, learn=it < warmup, it=it)
+        try:
+            state = gibbs_step(rng, prob, state, adapt, learn=it < warmup, it=it)
+        except np.linalg.LinAlgError as exc:
+            raise IncompatibleError(
+                f"gibbs-ss: the sampled regression statistics became numerically singular at "
+                f"iteration {it} ({exc}); the CLT approximation breaks down for this release "
+                "(tiny n or extreme observed values) -- use method='damcmc'") from None
         j = it - warmup
         if j >= 0:
             out["beta"][:, j] = state.beta

@@ -78,6 +78,14 @@ def project_statistic(model, release, notes: list | None = None) -> dict:
         if kind != "histogram":
             raise IncompatibleError(f"naive fits DirichletCategorical to Histogram, not "
                                     f"{query.name!r}")
+        if getattr(release.mechanism, "name", None) == "randomized_response":
+            # one report per record: the naive plug-in counts the reports as if they were the
+            # true categories (randomized response's flips are ignored)
+            k = int(query.categories)
+            c = np.bincount(y.astype(np.int64), minlength=k).astype(np.float64)
+            notes.append(f"the {n} randomized-response reports are counted as if they were the "
+                         "true categories (the response flips are ignored)")
+            return {"s": c}
         c = np.clip(y, 0.0, n)
         notes.append(f"noisy counts clipped to [0, n = {n}] ({int(np.sum(c != y))} changed); "
                      "they need not sum to n")

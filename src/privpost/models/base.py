@@ -483,8 +483,14 @@ def finite_float(name: str, value) -> float:
 def positive_int(name: str, value, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer, float, np.floating)):
         raise PrivpostError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if float(value) != int(value) or int(value) < minimum:
+    if not math.isfinite(float(value)) or float(value) != int(value) or int(value) < minimum:
         raise PrivpostError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    from privpost.limits import get_limits
+
+    limit = get_limits().max_dim        # sizes and loop counts of a model: bounded (issue #15)
+    if int(value) > limit:
+        raise PrivpostError(f"{name} = {int(value)} exceeds the limit of {limit} (max_dim, a "
+                            "resource limit: raise it with privpost.limits.set_limits)")
     return int(value)
 
 

@@ -103,6 +103,7 @@ class LinearRegression(Model):
                  m=None, S=None, hyperprior: str | None = None, mu0=None, kappa0: float = 1.0,
                  nu0: float | None = None, Psi0=None):
         p = positive_int("p", p, 1)
+        positive_int("p: (p + 1)^2 covariance entries", (p + 1) ** 2, 1)   # resource limit
         k = p + 1
         self.p = p
         self.sigma2 = None if sigma2 is None else positive_float("sigma2", sigma2)
