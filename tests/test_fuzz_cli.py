@@ -78,7 +78,8 @@ def files(tmp_path_factory):
     (d / "x.csv").write_text("x\n0.1\n0.5\n0.9\n0.3\n")
     (d / "c.csv").write_text("x\n0\n1\n2\n1\n")
     res = runner.invoke(app, ["release", str(d / "x.csv"), "-o", str(d / "r.json"), "--query",
-                              "sum", "--bounds", "0,1", "--epsilon", "1", "--seed", "1"])
+                              "sum", "--bounds", "0,1", "--epsilon", "1", "--seed", "1",
+                              "--column", "x"])
     assert res.exit_code == 0, res.output
     return d
 

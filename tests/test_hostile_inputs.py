@@ -278,7 +278,7 @@ def rr_file(tmp_path):
     out = tmp_path / "rr.json"
     res = runner.invoke(app, ["release", str(data), "-o", str(out), "--query", "histogram",
                               "--categories", "2", "--mechanism", "randomized_response",
-                              "--epsilon", "1", "--seed", "1"])
+                              "--epsilon", "1", "--seed", "1", "--column", "x"])
     assert res.exit_code == 0, res.output
     assert "keeps the true category" in res.output
     return out
@@ -338,7 +338,8 @@ def test_cli_release_with_negative_seed_is_exit_1(tmp_path):
     data = tmp_path / "x.csv"
     data.write_text("x\n0.1\n0.5\n")
     res = runner.invoke(app, ["release", str(data), "-o", str(tmp_path / "r.json"), "--query",
-                              "sum", "--bounds", "0,1", "--epsilon", "1", "--seed", "-1"])
+                              "sum", "--bounds", "0,1", "--epsilon", "1", "--seed", "-1",
+                              "--column", "x"])
     assert res.exit_code == 1 and "seed" in res.output
 
 

@@ -128,7 +128,8 @@ def test_cli_release_from_spec(tmp_path):
     spec.write_text(json.dumps({"query": {"type": "marginal_tables", "levels": [2, 2, 2],
                                           "cliques": [["a", "q"]], "columns": ["a", "b", "c"]},
                                 "mechanism": {"type": "laplace", "epsilon": 1.0}}))
-    res = CliRunner().invoke(app, ["release", str(csv), "--spec", str(spec), "-o", str(out)])
+    res = CliRunner().invoke(app, ["release", str(csv), "--spec", str(spec), "-o", str(out),
+                                   "--force"])
     assert res.exit_code != 0 and "query.cliques" in res.output
     assert "Traceback" not in res.output
 

@@ -403,6 +403,39 @@ def test_cli_penalty(tmp_path):
     assert bad.exit_code == 1 and "no proved sensitivity" in bad.output
 
 
+
+def test_cli_inspect_penalty_transcript_and_bounds(tmp_path):
+    from typer.testing import CliRunner
+
+    from privpost.cli import app
+
+    r = np.random.default_rng(3)
+    csv = tmp_path / "d.csv"
+    csv.write_text("x\n" + "\n".join(f"{v:.4f}" for v in r.normal(0.5, 1.0, 200)))
+    out = tmp_path / "t.json"
+    res = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(out), "--model",
+                                   "normal-known-variance:mu0=0,tau0=1,sigma=1", "--column", "x",
+                                   "--bounds", "-3,3", "--epsilon", "10", "--delta", "1e-6",
+                                   "--step", "0.2", "--seed", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    shown = CliRunner().invoke(app, ["inspect", str(out)])
+    assert shown.exit_code == 0, shown.output
+    assert "penalty MCMC transcript" in shown.output and "acceptance rate" in shown.output
+    rel = P.PenaltyRelease.load(out)
+    assert f"{rel.noise_sd:.6g}" in shown.output
+    # a transcript whose noise was understated is refused, naming the field
+    doc = json.loads(out.read_text())
+    doc["noise_sd"] = doc["noise_sd"] / 10
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    refused = CliRunner().invoke(app, ["inspect", str(bad)])
+    assert refused.exit_code == 1
+    bounds = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(tmp_path / "u.json"),
+                                      "--model", "normal-known-variance:mu0=0,tau0=1,sigma=1",
+                                      "--column", "x", "--bounds", "3,-3", "--epsilon", "1",
+                                      "--delta", "1e-6"])
+    assert bounds.exit_code == 1 and "--bounds" in bounds.output
+
 # --------------------------------------------------------------------------- reproduction
 
 def test_reproduction_registered():

@@ -383,6 +383,8 @@ def inspect_cmd(
     doc = _load_release_or_set(path)
     if as_json:
         _emit_json(doc.to_dict())
+    elif type(doc).__name__ == "PenaltyRelease":
+        _print_penalty_transcript(doc)
     elif isinstance(doc, ReleaseSet):
         for i, item in enumerate(doc.releases):
             out.rule(f"release {i}")
@@ -401,7 +403,29 @@ def _load_release_or_set(path: Path):
     raw = _parse_json(_read_text(path))
     if isinstance(raw, dict) and raw.get("schema") == SET_SCHEMA:
         return ReleaseSet.from_dict(raw)
+    if isinstance(raw, dict) and raw.get("schema") == "privpost.penalty-release/1":
+        from privpost.inference.penalty import PenaltyRelease   # a penalty-MCMC transcript
+
+        return PenaltyRelease.from_dict(raw)
     return Release.from_dict(raw)
+
+
+def _print_penalty_transcript(rel) -> None:
+    """``inspect`` of a penalty-MCMC transcript (seed 001): what was run and what it cost."""
+    table = Table(title="penalty MCMC transcript", show_header=False)
+    rows = [("model", getattr(rel.model, "name", type(rel.model).__name__)),
+            ("variant", rel.variant), ("records n", str(rel.n)),
+            ("owners", str(len(rel.owner_sizes))), ("iterations k", str(rel.iterations)),
+            ("proposal half-width h", f"{rel.h:.6g}"),
+            ("noise sd of the log-ratio", f"{rel.noise_sd:.6g}"),
+            ("sensitivity of the log-ratio", f"{rel.sensitivity:.6g}"),
+            ("clipping", "none (exact penalty)" if rel.clip is None
+             else f"+-{rel.clip:g}*|theta'-theta| (approximate)"),
+            ("acceptance rate", f"{float(np.mean(rel.accepted)):.3f}"),
+            ("privacy", _privacy_text(rel.privacy) + f" ({rel.accountant} accountant)")]
+    for key, value in rows:
+        table.add_row(key, escape(value))
+    out.print(table)
 
 
 @app.command("bundle")

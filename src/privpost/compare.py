@@ -140,7 +140,7 @@ def compare(model, release, methods: Sequence[str] | None = None, *, level: floa
     names = list(methods) if methods else list(DEFAULT_METHODS)
     if not methods and getattr(getattr(release, "mechanism", None), "name",
                                None) == "randomized_response":
-        names = ["randomized-response", "naive"]   # naive then reports why it does not apply
+        names = ["randomized-response", "naive"]   # naive: the reports taken as true categories
     unknown = [m for m in names if m not in METHODS]
     if unknown:
         raise PrivpostError(f"unknown method(s) {', '.join(map(repr, unknown))}; type a "

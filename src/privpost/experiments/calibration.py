@@ -254,72 +254,16 @@ def mmd2_unbiased(x, y, bandwidth: float | str = 1.0, m: int | None = 500) -> fl
     return float(total / off)
 
 
-def _autocov(x: np.ndarray) -> np.ndarray:
-    """Biased autocovariance of each row of ``x`` (chains, n) by FFT."""
-    n = x.shape[1]
-    c = x - x.mean(axis=1, keepdims=True)
-    size = 1 << int(2 * n - 1).bit_length()
-    f = np.fft.rfft(c, size, axis=1)
-    acov = np.fft.irfft(f * np.conj(f), size, axis=1)[:, :n]
-    return acov / n
-
-
-def _ess(x: np.ndarray) -> float:
-    """Multi-chain effective sample size with Geyer's initial monotone sequence (as ArviZ)."""
-    chains, n = x.shape
-    if n < 4:
-        return float("nan")
-    acov = _autocov(x)
-    chain_mean = x.mean(axis=1)
-    mean_var = float(np.mean(acov[:, 0])) * n / (n - 1.0)
-    var_plus = mean_var * (n - 1.0) / n
-    if chains > 1:
-        var_plus += float(np.var(chain_mean, ddof=1))
-    if not var_plus > 0:
-        return float("nan")
-    rho = np.zeros(n)
-    rho[0] = 1.0
-    rho_even = 1.0
-    rho_odd = 1.0 - (mean_var - float(np.mean(acov[:, 1]))) / var_plus
-    rho[1] = rho_odd
-    t = 1
-    while t < n - 3 and (rho_even + rho_odd) > 0.0:
-        rho_even = 1.0 - (mean_var - float(np.mean(acov[:, t + 1]))) / var_plus
-        rho_odd = 1.0 - (mean_var - float(np.mean(acov[:, t + 2]))) / var_plus
-        if rho_even + rho_odd >= 0:
-            rho[t + 1] = rho_even
-            rho[t + 2] = rho_odd
-        t += 2
-    max_t = t - 2
-    if rho_even > 0:
-        rho[max_t + 1] = rho_even
-    t = 1
-    while t <= max_t - 2:
-        if rho[t + 1] + rho[t + 2] > rho[t - 1] + rho[t]:
-            rho[t + 1] = (rho[t - 1] + rho[t]) / 2.0
-            rho[t + 2] = rho[t + 1]
-        t += 2
-    total = chains * n
-    tau = -1.0 + 2.0 * float(np.sum(rho[:max_t + 1])) + float(np.sum(rho[max_t + 1:max_t + 2]))
-    tau = max(tau, 1.0 / np.log10(total))
-    return float(total / tau)
-
-
 def _ess_bulk(arr: np.ndarray) -> float:
-    """Bulk ESS of one scalar's draws ``(chains, draws)``: split chains, rank-normalise, then
-    :func:`_ess` (Vehtari et al. 2021; the same algorithm as ``arviz.ess(method="bulk")``,
-    reimplemented so that worker processes need not import ArviZ)."""
-    from scipy.special import ndtri
-    from scipy.stats import rankdata
+    """Bulk ESS of one scalar's draws ``(chains, draws)`` (Vehtari et al. 2021, as
+    ``arviz.ess(method="bulk")``): :func:`privpost.diagnostics.ess_bulk`, which needs no ArviZ in
+    the worker processes; NaN for fewer than 4 draws or constant draws."""
+    from privpost.diagnostics import ess_bulk
 
     arr = np.asarray(arr, dtype=float)
     if arr.shape[1] < 4 or np.all(arr == arr.flat[0]):
         return float("nan")
-    half = arr.shape[1] // 2
-    split = np.concatenate([arr[:, :half], arr[:, arr.shape[1] - half:]], axis=0)
-    ranks = rankdata(split, method="average").reshape(split.shape)
-    z = ndtri((ranks - 0.375) / (split.size + 0.25))
-    return _ess(z)
+    return ess_bulk(arr)
 
 
 # ============================================================================ one replicate
