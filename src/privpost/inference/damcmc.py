@@ -672,6 +672,9 @@ def _round_robin(chains, report, should_stop) -> None:
 _SHARED = None  # multiprocessing RawArray: [iterations done per chain..., stop flag]
 _QUEUE = None   # run until converged: workers -> parent, each round's draws
 _CTRL = None    # run until converged: parent -> workers, RawArray [round decided, extra draws]
+# A worker waits at most this long (s) for the parent's decision after a round; the parent
+# decides as soon as every chain's round has arrived, so only a dead parent reaches it.
+_DECISION_TIMEOUT = 600.0
 
 
 def _init_worker(shared, queue=None, ctrl=None) -> None:
@@ -709,10 +712,11 @@ def _worker(model, release, opts, chain_ids, rngs, inits):
         # run until converged: hand this round's draws to the parent, wait for its decision
         _QUEUE.put([(ch.chain, ch.result()) for ch in chains])
         rnd += 1
-        while _CTRL[0] < rnd and not stopped():
+        deadline = time.monotonic() + _DECISION_TIMEOUT   # every wait has a timeout
+        while _CTRL[0] < rnd and not stopped() and time.monotonic() < deadline:
             time.sleep(0.01)
         extra = int(_CTRL[1])
-        if stopped() or extra <= 0:
+        if stopped() or _CTRL[0] < rnd or extra <= 0:
             break
         for ch in chains:
             ch.extend(extra)
