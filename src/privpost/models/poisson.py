@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import gammaln, pdtr, pdtrc
-from scipy.stats import poisson as poisson_dist
+from scipy.special import gammaln, ndtri, pdtr, pdtrc
 
 from privpost.errors import DataError
 from privpost.models._gamma_rate import GammaRateModel
@@ -105,13 +104,16 @@ class PoissonGamma(GammaRateModel):
         lower = u > 0
         ul = np.where(lower, u, 0.5)
         wu = np.where(lower, 0.5, -u)
-        k = np.where(lower, poisson_dist.ppf(ul, lam), poisson_dist.isf(wu, lam))
-        k = np.where(np.isfinite(k), np.maximum(k, 0.0), 0.0)
+        # first guess: Cornish--Fisher, k ~ lam + sqrt(lam) z + (z^2 - 1) / 6, z the normal
+        # quantile of u (a ufunc: scipy.stats' ppf costs ~100x more per call)
+        z = np.where(lower, ndtri(np.minimum(ul, 1.0 - 1e-16)), -ndtri(wu))
+        k = np.floor(lam + math.sqrt(lam) * z + (z * z - 1.0) / 6.0 + 0.5)
+        k = np.where(np.isfinite(k), np.clip(k, 0.0, 1e15), 0.0)
 
         def above(kk):      # is g(lam, u) <= kk ?  (F(kk) >= u, resp. S(kk) <= w)
             return np.where(lower, pdtr(kk, lam) >= ul, pdtrc(kk, lam) <= wu)
 
-        # correct the scipy guess against the very pdtr / pdtrc that innovations used
+        # correct the guess against the very pdtr / pdtrc that innovations used
         for _ in range(64):
             up = ~above(k)
             down = (k >= 1) & above(np.maximum(k - 1.0, 0.0))
