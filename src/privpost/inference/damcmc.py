@@ -183,6 +183,17 @@ class _Problem:
         self.iw_names = moved
         self.iw_sizes = [int(np.prod(self.shapes[nm], dtype=np.int64)) for nm in moved]
         self.iw_dim = int(sum(self.iw_sizes))
+        # optional reparameterisation of the moved parameters (e.g. a simplex in additive
+        # log-ratio coordinates): the walk runs on v = interweave_to_free(params) and the
+        # acceptance adds interweave_log_jacobian = log |d theta / d v| to log_prior
+        self.iw_free = callable(getattr(model, "interweave_to_free", None))
+        if self.iw_free:
+            for meth in ("interweave_from_free", "interweave_log_jacobian"):
+                if not callable(getattr(model, meth, None)):
+                    raise IncompatibleError(f"interweave: {mname} has interweave_to_free() but "
+                                            f"no {meth}() (docs/internals.md)")
+            self.iw_dim = int(np.asarray(model.interweave_to_free(model.prior_sample(
+                np.random.default_rng(0)))).size)
         # round trip on a few simulated records: from_innovations(innovations(x)) == x
         vrng = np.random.default_rng(20220518)
         params = model.prior_sample(vrng)
@@ -490,23 +501,31 @@ class Sampler:
         model, iw = p.model, st.iw
         params = st.params
         u = model.innovations(params, st.records, rng)
-        v = np.concatenate([np.asarray(params[nm], dtype=np.float64).ravel()
-                            for nm in p.iw_names])
-        lp = float(model.log_prior(params))
+        if p.iw_free:
+            v = np.asarray(model.interweave_to_free(params), dtype=np.float64)
+            lp = float(model.log_prior(params)) + float(model.interweave_log_jacobian(params))
+        else:
+            v = np.concatenate([np.asarray(params[nm], dtype=np.float64).ravel()
+                                for nm in p.iw_names])
+            lp = float(model.log_prior(params))
         lg = float(p.log_g(st.T, p.s_obs, p.weight))
         new_x = new_t = None
         for _ in range(p.interweave):
             z = rng.standard_normal(p.iw_dim)
             log_v = math.log1p(-rng.random())   # log of a U(0, 1] variate
             vp = v + math.exp(iw.log_s) * (iw.chol @ z)
-            prop = dict(params)
-            off = 0
-            for nm, size in zip(p.iw_names, p.iw_sizes):
-                prop[nm] = vp[off:off + size].reshape(p.shapes[nm]).copy()
-                if prop[nm].ndim == 0:
-                    prop[nm] = np.float64(prop[nm])
-                off += size
-            lpp = float(model.log_prior(prop))
+            if p.iw_free:
+                prop = model.interweave_from_free(params, vp)
+                lpp = float(model.log_prior(prop)) + float(model.interweave_log_jacobian(prop))
+            else:
+                prop = dict(params)
+                off = 0
+                for nm, size in zip(p.iw_names, p.iw_sizes):
+                    prop[nm] = vp[off:off + size].reshape(p.shapes[nm]).copy()
+                    if prop[nm].ndim == 0:
+                        prop[nm] = np.float64(prop[nm])
+                    off += size
+                lpp = float(model.log_prior(prop))
             alpha = 0.0
             if lpp > -math.inf:
                 xp = np.ascontiguousarray(model.from_innovations(prop, u), dtype=p.rec_dtype)

@@ -151,6 +151,46 @@ class DirichletCategorical(Model):
         from privpost.models import _compiled
         return _compiled.dirichlet_categorical(self.alpha)
 
+    # ---------------------------------------------------------------- non-centred protocol
+    # x = G(p, u) = min{j : c_j >= u}, c = cumsum(p), u ~ U(0, 1) whatever p; randomised
+    # innovations u | x, p ~ U(c_{x-1}, c_x] (c_{-1} = 0). The random walk runs in additive
+    # log-ratio coordinates v_j = log(p_j / p_{k-1}), j < k - 1 (p = softmax([v, 0]) stays on the
+    # simplex); the density of v is the Dirichlet density times |d p_{0:k-1} / d v| = prod_j p_j.
+    interweave_params = ("p",)
+
+    def innovations(self, params, records, rng=None):
+        """``u ~ U(c_{x-1}, c_x]`` for labels ``x`` shape ``(n,)``; returns ``(n,)`` float64."""
+        c = np.cumsum(np.asarray(params["p"], dtype=np.float64))
+        x = np.asarray(records).astype(np.int64)
+        hi = c[x]
+        lo = np.where(x > 0, c[np.maximum(x - 1, 0)], 0.0)
+        u = np.minimum(lo + (1.0 - as_rng(rng).random(x.shape[0])) * (hi - lo), hi)
+        return np.where(u > lo, u, hi)
+
+    def from_innovations(self, params, u):
+        """Labels ``min{j : c_j >= u}`` shape ``(n,)`` int64 (``k - 1`` if rounding leaves
+        ``c_{k-1} < u <= 1``)."""
+        c = np.cumsum(np.asarray(params["p"], dtype=np.float64))
+        idx = np.searchsorted(c, np.asarray(u, dtype=np.float64), side="left")
+        return np.minimum(idx, self.k - 1).astype(np.int64)
+
+    def interweave_to_free(self, params):
+        """Additive log-ratios ``v_j = log(p_j / p_{k-1})``, shape ``(k - 1,)``."""
+        with np.errstate(divide="ignore"):
+            lp = np.log(np.asarray(params["p"], dtype=np.float64))
+        return lp[:-1] - lp[-1]
+
+    def interweave_from_free(self, params, v):
+        """``{**params, "p": softmax([v, 0])}`` with ``p`` shape ``(k,)``."""
+        z = np.append(np.asarray(v, dtype=np.float64), 0.0)
+        z = np.exp(z - z.max())
+        return {**params, "p": z / z.sum()}
+
+    def interweave_log_jacobian(self, params):
+        """``log |d p_{0:k-1} / d v| = sum_j log p_j`` (``-inf`` if some ``p_j = 0``)."""
+        with np.errstate(divide="ignore"):
+            return float(np.log(np.asarray(params["p"], dtype=np.float64)).sum())
+
     def check_query(self, query):
         self._require_kind(query, {"histogram": "Histogram"})
         k = n_categories(query)
