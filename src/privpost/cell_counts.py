@@ -56,7 +56,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from privpost.errors import DataError, ReleaseError
-from privpost.queries import QUERIES, Query, _columns, _field, _integer_records, _pos_int
+from privpost.queries import (QUERIES, Query, _check_levels, _columns, _field,
+                              _integer_records, _pos_int)
 
 __all__ = ["CellCounts", "load_long_csv", "LongData"]
 
@@ -157,12 +158,8 @@ class CellCounts(Query):
                              f"records: expected shape (n, {k}) (region, time, then "
                              f"{k - 2} features), got {np.shape(records)}", check)
         if check and x.size:
-            upper = np.concatenate([[self.n_regions, self.n_times], self._levels_arr])
-            bad = (x < 0) | (x >= upper)
-            if bad.any():
-                row, col = (int(v) for v in np.argwhere(bad)[0])
-                raise DataError(f"records: value {int(x[row, col])} at row {row}, column {col} "
-                                f"({self.columns[col]}) is outside 0..{int(upper[col]) - 1}")
+            _check_levels(x, np.concatenate([[self.n_regions, self.n_times], self._levels_arr]),
+                          self.columns)
         return x
 
     def _t(self, x):

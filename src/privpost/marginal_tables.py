@@ -24,9 +24,9 @@ import numbers
 
 import numpy as np
 
-from privpost.errors import DataError, ReleaseError
+from privpost.errors import ReleaseError
 import privpost.queries as _queries
-from privpost.queries import Query, _columns, _field, _integer_records, _pos_int
+from privpost.queries import Query, _check_levels, _columns, _field, _integer_records, _pos_int
 
 __all__ = ["MarginalTables", "project_simplex", "MAX_CELLS"]
 
@@ -188,11 +188,7 @@ class MarginalTables(Query):
                              f"records: expected shape (n, {T}) (columns "
                              f"{', '.join(self.columns)}), got {np.shape(records)}", check)
         if check and x.size:
-            bad = (x < 0) | (x >= self._levels_arr)
-            if bad.any():
-                row, col = (int(v) for v in np.argwhere(bad)[0])
-                raise DataError(f"records: value {int(x[row, col])} at row {row}, column {col} "
-                                f"({self.columns[col]}) is outside 0..{self.levels[col] - 1}")
+            _check_levels(x, self._levels_arr, self.columns)
         return x
 
     def _t(self, x):

@@ -188,6 +188,16 @@ def _table_records(records, k: int, check: bool, what: str) -> np.ndarray:
     return x
 
 
+def _check_levels(x: np.ndarray, upper, columns) -> None:
+    """Raise :class:`DataError` naming the first entry of the categorical records ``x`` (n, k)
+    outside ``0..upper[j] - 1`` of its column ``j``."""
+    bad = (x < 0) | (x >= upper)
+    if bad.any():
+        row, col = (int(v) for v in np.argwhere(bad)[0])
+        raise DataError(f"records: value {int(x[row, col])} at row {row}, column {col} "
+                        f"({columns[col]}) is outside 0..{int(upper[col]) - 1}")
+
+
 def _integer_records(records, shape_ok, shape_msg: str, check: bool) -> np.ndarray:
     """Categorical records -> int64. Floats are accepted when integral (e.g. from a CSV)."""
     try:
@@ -660,12 +670,7 @@ class NaiveBayesCounts(Query):
                              f"records: expected shape (n, {k}) (class, then {k - 1} features), "
                              f"got {_safe_shape(records)}", check)
         if check and x.size:
-            upper = np.concatenate([[self.n_classes], self._levels_arr])
-            bad = (x < 0) | (x >= upper)
-            if bad.any():
-                row, col = (int(v) for v in np.argwhere(bad)[0])
-                raise DataError(f"records: value {int(x[row, col])} at row {row}, column {col} "
-                                f"({self.columns[col]}) is outside 0..{int(upper[col]) - 1}")
+            _check_levels(x, np.concatenate([[self.n_classes], self._levels_arr]), self.columns)
         return x
 
     def _t(self, x):
