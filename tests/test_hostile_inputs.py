@@ -7,10 +7,8 @@ run under a SIGALRM watchdog so a regression fails in seconds instead of hanging
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import signal
 from fractions import Fraction
 
 import numpy as np
@@ -27,21 +25,9 @@ from privpost.mechanisms import (DiscreteGaussian, DiscreteLaplace, Gaussian, La
 from privpost.queries import CensoredLogMean, Histogram, NaiveBayesCounts, RegressionStats, Sum
 from privpost.release import Release, ReleaseSet
 
+from fuzz_support import watchdog  # SIGALRM bound: a hang fails the test
+
 runner = CliRunner()
-
-
-@contextlib.contextmanager
-def watchdog(seconds: int = 10):
-    """Fail (instead of hanging) if the block takes longer than ``seconds``."""
-    def boom(*_):
-        raise TimeoutError(f"took longer than {seconds} s (hang)")
-    old = signal.signal(signal.SIGALRM, boom)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _doc(**changes) -> dict:

@@ -49,7 +49,6 @@ protected (seed 004 pitfall 19): pass ``regions=``, ``times=``, ``levels=`` to f
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -57,7 +56,7 @@ import numpy as np
 
 from privpost.errors import DataError, ReleaseError
 from privpost.queries import (QUERIES, Query, _check_levels, _columns, _field,
-                              _integer_records, _pos_int)
+                              _integer_records, _one_hot_sensitivity, _pos_int)
 
 __all__ = ["CellCounts", "load_long_csv", "LongData"]
 
@@ -189,10 +188,7 @@ class CellCounts(Query):
         return np.bincount(idx, minlength=self.dim).astype(np.float64)
 
     def _sensitivity(self, norm, neighbours):
-        D = self.n_features
-        if neighbours == "replace":
-            return 2.0 * D if norm == "l1" else math.sqrt(2.0 * D)
-        return float(D) if norm == "l1" else math.sqrt(D)
+        return _one_hot_sensitivity(self.n_features, norm, neighbours)   # derivation above
 
     def _params(self):
         return {"n_levels": self.n_levels, "cell_sizes": self.cell_sizes.tolist(),

@@ -19,14 +19,14 @@ Example::
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 
 from privpost.errors import ReleaseError
 import privpost.queries as _queries
-from privpost.queries import Query, _check_levels, _columns, _field, _integer_records, _pos_int
+from privpost.queries import (Query, _check_levels, _columns, _field, _integer_records,
+                              _one_hot_sensitivity, _pos_int)
 
 __all__ = ["MarginalTables", "project_simplex", "MAX_CELLS"]
 
@@ -203,10 +203,7 @@ class MarginalTables(Query):
         return np.bincount(self.cells(x).ravel(), minlength=self.dim).astype(np.float64)
 
     def _sensitivity(self, norm, neighbours):
-        m = len(self.cliques)
-        if neighbours == "replace":
-            return 2.0 * m if norm == "l1" else math.sqrt(2.0 * m)
-        return float(m) if norm == "l1" else math.sqrt(m)
+        return _one_hot_sensitivity(len(self.cliques), norm, neighbours)   # derivation above
 
     def _params(self):
         return {"levels": self.levels, "cliques": self.cliques, "columns": self.columns}

@@ -188,6 +188,18 @@ def _table_records(records, k: int, check: bool, what: str) -> np.ndarray:
     return x
 
 
+def _one_hot_sensitivity(blocks: int, norm: str, neighbours: str) -> float:
+    """Sensitivity of a query whose per-record contribution is ``blocks`` one-hot vectors (one
+    count per block: histogram 1, naive-Bayes tables K, cell counts D, clique tables |C|).
+
+    Replace-one moves one count within each block: L1 2·blocks, L2 sqrt(2·blocks) (attained when
+    every block's category changes). Add/remove adds or removes one count per block: L1 blocks,
+    L2 sqrt(blocks). Each query's brute-force test checks its own case."""
+    if neighbours == "replace":
+        return 2.0 * blocks if norm == "l1" else math.sqrt(2.0 * blocks)
+    return float(blocks) if norm == "l1" else math.sqrt(blocks)
+
+
 def _check_levels(x: np.ndarray, upper, columns) -> None:
     """Raise :class:`DataError` naming the first entry of the categorical records ``x`` (n, k)
     outside ``0..upper[j] - 1`` of its column ``j``."""
@@ -591,9 +603,7 @@ class Histogram(Query):
         return out
 
     def _sensitivity(self, norm, neighbours):
-        if neighbours == "replace":
-            return 2.0 if norm == "l1" else math.sqrt(2.0)
-        return 1.0
+        return _one_hot_sensitivity(1, norm, neighbours)
 
     def _params(self):
         out = {"categories": self.categories, "columns": self.columns}
@@ -682,10 +692,7 @@ class NaiveBayesCounts(Query):
         return out
 
     def _sensitivity(self, norm, neighbours):
-        K = self.n_features
-        if neighbours == "replace":
-            return 2.0 * K if norm == "l1" else math.sqrt(2.0 * K)
-        return float(K) if norm == "l1" else math.sqrt(K)
+        return _one_hot_sensitivity(self.n_features, norm, neighbours)
 
     def _params(self):
         return {"n_classes": self.n_classes, "n_levels": self.n_levels, "columns": self.columns}
