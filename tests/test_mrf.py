@@ -342,7 +342,7 @@ def test_cli_release_and_infer_all_methods(tmp_path):
 def test_tiny_bernstein2017_cgm_reproduction(monkeypatch, tmp_path):
     import dataclasses
 
-    import privpost.experiments  # noqa: F401
+    import privpost.experiments.reproduce  # noqa: F401
     R = sys.modules["privpost.experiments.reproduce"]
     rep = R.REPRODUCTIONS["bernstein2017-cgm"]
     sizes = {"quick": {**rep.sizes["quick"], "T": 4, "N": (300,), "populations": 1,

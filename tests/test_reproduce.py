@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-import privpost.experiments  # noqa: F401  (binds the module below)
+import privpost.experiments.reproduce  # noqa: F401  (loads the module below)
 from privpost.experiments.calibration import MissingMethodError
 
 R = sys.modules["privpost.experiments.reproduce"]

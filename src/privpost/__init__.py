@@ -19,17 +19,18 @@ Example::
 
 from __future__ import annotations
 
-import importlib
+from privpost._lazy import lazy_package
 
 __version__ = "0.1.0"
-
-# The module privpost.release and the function privpost.release share a name: importing the
-# module eagerly here, then binding the function, keeps `pp.release(...)` the function for good.
-from privpost.release import Release, ReleaseSet, release  # noqa: E402
 
 _SUBMODULES = {"mechanisms", "queries", "models", "inference", "accounting", "posterior", "errors",
                "experiments", "io", "demo"}
 _ATTRS = {
+    # The module privpost.release and the function privpost.release share a name: the function
+    # wins (privpost._lazy), so `pp.release(...)` is the function whatever was imported first.
+    "release": ("privpost.release", "release"),
+    "Release": ("privpost.release", "Release"),
+    "ReleaseSet": ("privpost.release", "ReleaseSet"),
     "infer": ("privpost.inference", "infer"),
     "Posterior": ("privpost.posterior", "Posterior"),
     "ops_release": ("privpost.inference.ops", "ops_release"),
@@ -39,18 +40,8 @@ _ATTRS = {
     # submodule of that name would replace the function on import
 }
 
-__all__ = sorted(_SUBMODULES | set(_ATTRS) | {"Release", "ReleaseSet", "release"})
+__all__ = sorted(_SUBMODULES | set(_ATTRS))
 
-
-def __getattr__(name: str):
-    # Lazy imports keep `import privpost` fast (Numba and ArviZ load only when used).
-    if name in _ATTRS:
-        module, attr = _ATTRS[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:
-        value = importlib.import_module(f"privpost.{name}")
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'privpost' has no attribute {name!r}")
+# Everything is imported on first use, so that `import privpost` (and `privpost --help`) loads
+# neither NumPy nor SciPy, Numba or ArviZ (tests/test_startup_imports.py guards this).
+lazy_package(__name__, _ATTRS, _SUBMODULES, shadowed=("release",))

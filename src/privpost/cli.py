@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
 import typer
 import typer.core
 from rich.console import Console
@@ -212,6 +211,8 @@ def release_cmd(
         columns = columns_needed(query, columns, data)
         mdoc = _mechanism_doc(mechanism, epsilon, delta, rho, scale)
         records = read_columns(data, columns, level_list)
+        import numpy as np   # here, like every heavy import: `privpost --help` stays fast
+
         if query == "count" and not np.all((records == 0) | (records == 1)):
             row = int(np.flatnonzero((records != 0) & (records != 1))[0])
             raise PrivpostError(f"{data}: --query count needs a 0/1 column; {columns[0]!r} has "
@@ -421,7 +422,7 @@ def _print_penalty_transcript(rel) -> None:
             ("sensitivity of the log-ratio", f"{rel.sensitivity:.6g}"),
             ("clipping", "none (exact penalty)" if rel.clip is None
              else f"+-{rel.clip:g}*|theta'-theta| (approximate)"),
-            ("acceptance rate", f"{float(np.mean(rel.accepted)):.3f}"),
+            ("acceptance rate", f"{float(rel.accepted.mean()):.3f}"),
             ("privacy", _privacy_text(rel.privacy) + f" ({rel.accountant} accountant)")]
     for key, value in rows:
         table.add_row(key, escape(value))

@@ -50,7 +50,9 @@ from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
-from scipy import optimize, special
+
+# scipy (optimize, special) is imported inside the few functions that need it: it costs about
+# half a second at start-up, which every CLI command would otherwise pay.
 
 from privpost import _samplers
 from privpost._rng import as_generator
@@ -232,6 +234,8 @@ def _pair(observed, true) -> tuple[np.ndarray, np.ndarray]:
 
 def _bw_terms(epsilon: float, sigma: float, sensitivity: float) -> tuple[float, float, float]:
     """(Φ(Δ/(2σ) − εσ/Δ), e^ε Φ(−Δ/(2σ) − εσ/Δ), |ε + log Φ(−Δ/(2σ) − εσ/Δ)|)."""
+    from scipy import special
+
     a = sensitivity / (2.0 * sigma)
     b = epsilon * sigma / sensitivity
     x = epsilon + float(special.log_ndtr(-a - b))
@@ -291,6 +295,8 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float = 1
         if lo < -700.0:
             raise PrivpostError(f"the Gaussian noise scale for (epsilon={epsilon:g}, "
                                 f"delta={delta:g}) underflows; lower epsilon or delta")
+    from scipy import optimize
+
     logu = optimize.brentq(f, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
     sigma = math.exp(logu) * sensitivity
     step = np.finfo(float).eps
@@ -329,6 +335,8 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1
             if hi > 1e150:
                 raise PrivpostError(f"no finite epsilon gives delta={delta:g} at noise scale "
                                     f"{sigma:g}; raise the scale or delta")
+        from scipy import optimize
+
         eps = optimize.brentq(f, 0.0, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps,
                               maxiter=500)
     step = np.finfo(float).eps
@@ -355,6 +363,8 @@ def discrete_gaussian_log_normaliser(sigma: float) -> float:
         z = np.arange(-k, k + 1, dtype=np.float64)
         with np.errstate(over="ignore"):
             u = z / sigma
+            from scipy import special
+
             return float(special.logsumexp(-0.5 * u * u))
     ks = np.arange(1, 4, dtype=np.float64)
     tail = 2.0 * np.sum(np.exp(-2.0 * math.pi ** 2 * sigma * sigma * ks * ks))

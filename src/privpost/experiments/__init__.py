@@ -12,11 +12,20 @@ Both are importable lazily: ``privpost.calibrate`` is the same function as
 
 from __future__ import annotations
 
-# The module privpost.experiments.reproduce and the function reproduce share a name: importing
-# the module first, then binding the function, keeps ``privpost.experiments.reproduce`` the
-# function (the module stays reachable as ``sys.modules["privpost.experiments.reproduce"]``).
-# Both modules import only NumPy and privpost.errors at import time.
-from privpost.experiments.calibration import CalibrationResult, calibrate, summarize  # noqa: E402
-from privpost.experiments.reproduce import REPRODUCTIONS, reproduce  # noqa: E402
+from privpost._lazy import lazy_package
+
+# Imported on first use (`privpost --help` registers the experiment commands, which must not
+# import the reproductions and their SciPy dependencies). The module
+# privpost.experiments.reproduce and the function reproduce share a name: the function wins
+# (privpost._lazy); the module stays reachable as ``sys.modules["privpost.experiments.reproduce"]``.
+_ATTRS = {
+    "calibrate": ("privpost.experiments.calibration", "calibrate"),
+    "CalibrationResult": ("privpost.experiments.calibration", "CalibrationResult"),
+    "summarize": ("privpost.experiments.calibration", "summarize"),
+    "reproduce": ("privpost.experiments.reproduce", "reproduce"),
+    "REPRODUCTIONS": ("privpost.experiments.reproduce", "REPRODUCTIONS"),
+}
 
 __all__ = ["calibrate", "CalibrationResult", "reproduce", "REPRODUCTIONS", "summarize"]
+
+lazy_package(__name__, _ATTRS, shadowed=("reproduce",))

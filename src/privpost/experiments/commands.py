@@ -196,14 +196,24 @@ def register(app: typer.Typer, handles_errors, console) -> None:
                       f"method x entry x level), summary.csv, figures "
                       f"{', '.join(p.name for p in res.figures.values())}")
 
-    from privpost.experiments.reproduce import REPRODUCTIONS
+    from typer.core import TyperCommand
 
-    names = ", ".join(REPRODUCTIONS)
+    class _ReproduceCommand(TyperCommand):
+        """Lists the reproductions in ``--help`` only when the help is shown: importing them
+        (SciPy, the studies) at registration would slow every ``privpost`` command down."""
 
-    @app.command("reproduce")
+        def format_help(self, ctx, formatter):
+            from privpost.experiments.reproduce import REPRODUCTIONS
+
+            for p in self.params:
+                if p.name == "name":
+                    p.help = f"Which experiment: {', '.join(REPRODUCTIONS)}."
+            return super().format_help(ctx, formatter)
+
+    @app.command("reproduce", cls=_ReproduceCommand)
     @handles_errors
     def reproduce_cmd(
-        name: Optional[str] = typer.Argument(None, help=f"Which experiment: {names}."),
+        name: Optional[str] = typer.Argument(None, help="Which experiment (--list shows them)."),
         quick: bool = typer.Option(True, "--quick/--full", help="Quick size (minutes on 2 "
                                    "cores) or the paper's full size."),
         out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory "
@@ -217,7 +227,7 @@ def register(app: typer.Typer, handles_errors, console) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     ):
         """Re-run a paper's experiment and write a report with our numbers next to the paper's."""
-        from privpost.experiments.reproduce import reproduce
+        from privpost.experiments.reproduce import REPRODUCTIONS, reproduce
 
         if list_ or name is None:
             if as_json:

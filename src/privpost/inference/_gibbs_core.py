@@ -28,7 +28,6 @@ Contents
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 __all__ = [
     "truncnorm",
@@ -56,6 +55,8 @@ def _truncnorm_std_upper(rng, alpha, beta):
     ``r = S(beta)/S(alpha)``, then ``x = -ndtri_exp(log p)``. Accurate for any ``alpha``
     (``log_ndtr`` does not underflow).
     """
+    from scipy import special   # here, not at module level: start-up time (privpost --help)
+
     la = special.log_ndtr(-alpha)
     lb = special.log_ndtr(-beta)
     r = np.exp(lb - la)
@@ -88,6 +89,8 @@ def truncnorm(rng: np.random.Generator, mean, sd, lo, hi) -> np.ndarray:
     if lower.any():
         z[lower] = -_truncnorm_std_upper(rng, -b[lower], -a[lower])
     if mid.any():
+        from scipy import special
+
         pa = special.ndtr(a[mid])
         pb = special.ndtr(b[mid])
         u = rng.random(pa.shape)

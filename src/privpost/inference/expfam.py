@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from scipy import special
 
 from privpost.errors import IncompatibleError
 
@@ -156,6 +155,8 @@ def _poisson_interval_prob(lo, hi, lam):
     Differences of CDFs left of the mode and of survival functions right of it, so that a
     far-tail interval keeps its relative accuracy.
     """
+    from scipy import special   # here, not at module level: start-up time (privpost --help)
+
     lam = np.asarray(lam, dtype=np.float64)
     lo = max(lo, 0)
     if hi < lo:

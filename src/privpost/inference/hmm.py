@@ -69,7 +69,6 @@ states' latent paths are returned as the sample statistic ``z (chains, draws, R,
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 
@@ -315,36 +314,16 @@ def _noise(release):
 
 
 def _diagnose(post, method):
-    """Warn loudly when split R-hat > 1.01 (several chains) or bulk/tail ESS < 400 for pi, A or
-    theta; the warning is also appended to ``post.notes``."""
-    import logging
+    """Warn loudly when split R-hat > 1.01 or bulk/tail ESS < 400 for pi, A or theta, as every
+    sampler does (:func:`privpost.diagnostics.flag`: a ConvergenceWarning, a note in
+    ``post.notes``, ``post.converged``, so that ``privpost infer --strict`` exits 3)."""
+    from privpost.diagnostics import flag
 
     if post.n_draws < 4:
         return
-    log = logging.getLogger("arviz")
-    old = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tab = post.summary()
-    except Exception:  # noqa: BLE001 - diagnostics must not break a result
-        return
-    finally:
-        log.setLevel(old)
-    rh = tab["r_hat"].to_numpy(dtype=float)
-    rhat = float(np.nanmax(rh)) if np.isfinite(rh).any() else float("nan")
-    ess = float(np.nanmin(tab[["ess_bulk", "ess_tail"]].to_numpy(dtype=float)))
-    bad_rhat = math.isfinite(rhat) and rhat > 1.01
-    if bad_rhat or not (ess >= 400):
-        rtxt = f"max R-hat {rhat:.3f} (want <= 1.01)" if math.isfinite(rhat) else \
-            "R-hat unavailable (one chain)"
-        msg = (f"{method} (hmm): not converged by the Stan/ArviZ standard: {rtxt}, min ESS "
-               f"{ess:.0f} (want >= 400) over pi, A and theta; run more draws/warmup or chains "
-               f"(states are aligned across chains, but label switching within a chain also "
-               f"shows here)")
-        warnings.warn(msg, stacklevel=3)
-        post.notes.append("WARNING: " + msg)
+    if flag(post, stacklevel=5):
+        post.notes.append(f"{method} (hmm): states are aligned across chains, but label "
+                          "switching within a chain also shows in R-hat and ESS")
 
 
 def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, chains: int = 1,

@@ -42,7 +42,6 @@ import math
 import time
 
 import numpy as np
-from scipy.optimize import minimize
 
 from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference import reject_release_set
@@ -128,6 +127,8 @@ def fit_mle(model, counts, N, ridge, theta0=None) -> np.ndarray:
         return -val / N, -(grad / scale) / N
 
     # BFGS, not L-BFGS-B: with r of tens to hundreds L-BFGS-B's setulb cost ~3 ms a call here
+    from scipy.optimize import minimize   # not at module level: it costs ~0.5 s to import
+
     res = minimize(f, z0 * scale, jac=True, method="BFGS",
                    options={"maxiter": 5000, "gtol": 1e-9})
     z = res.x / scale
@@ -313,6 +314,8 @@ def run_laplace(model, release, *, draws=1000, chains=1, seed=None, ridge=None, 
         return -val, -grad / scale
 
     z0 = B.T @ theta_naive
+    from scipy.optimize import minimize   # not at module level: it costs ~0.5 s to import
+
     res = minimize(f, z0 * scale, jac=True, method="BFGS",
                    options={"maxiter": 1000, "gtol": 1e-6})
     z_mode = res.x / scale

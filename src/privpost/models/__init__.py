@@ -25,21 +25,51 @@ Spec name -> class: parameters (shape); records; fitting queries.
   ``theta_d (K, K_d)``; ``(n, 2+D)`` int ``[region, time, x_1..x_D]``; CellCounts.
 """
 
-from privpost.models.base import (MODELS, Model, model_from_dict, model_from_spec, query_kind,
-                                  register_model)
-from privpost.models.bernoulli import BetaBernoulli
-from privpost.models.categorical import DirichletCategorical
-from privpost.models.dirichlet import Dirichlet
-from privpost.models.exponential import ExponentialGamma
-from privpost.models.hmm import HiddenMarkovNB
-from privpost.models.linear_regression import LinearRegression
-from privpost.models.mrf import CliqueMRF
-from privpost.models.naive_bayes import NaiveBayesLogLinear
-from privpost.models.normal import NormalInverseGamma, NormalKnownVariance
-from privpost.models.poisson import PoissonGamma
-from privpost.models.penalty_models import (BernoulliLogit, ExponentialLog,
-                                            LogisticRegressionBounded, NormalMeanBounded,
-                                            PenaltyModel, PoissonLog)
+from privpost._lazy import lazy_package
+from privpost.models import base as _base
+from privpost.models.base import Model, model_from_dict, model_from_spec, query_kind, register_model
+
+# The model classes are imported on first use (each model module imports SciPy, which costs
+# about half a second at start-up): ``pp.models.LinearRegression`` imports only its module, and
+# a spec lookup (``model_from_spec("linear-regression:...")``) imports only the module of that
+# name. ``MODELS`` (the registry) is complete once read through this package.
+# tests/test_startup_imports.py checks these tables against the modules' registrations.
+_CLASSES = {
+    "BetaBernoulli": "bernoulli",
+    "DirichletCategorical": "categorical",
+    "Dirichlet": "dirichlet",
+    "ExponentialGamma": "exponential",
+    "HiddenMarkovNB": "hmm",
+    "LinearRegression": "linear_regression",
+    "CliqueMRF": "mrf",
+    "NaiveBayesLogLinear": "naive_bayes",
+    "NormalInverseGamma": "normal",
+    "NormalKnownVariance": "normal",
+    "PoissonGamma": "poisson",
+    "BernoulliLogit": "penalty_models",
+    "ExponentialLog": "penalty_models",
+    "LogisticRegressionBounded": "penalty_models",
+    "NormalMeanBounded": "penalty_models",
+    "PenaltyModel": "penalty_models",
+    "PoissonLog": "penalty_models",
+}
+#: registry name -> module, for the registered (spec-constructible) built-in models
+_base.BUILTIN_MODULES.update({
+    "beta-bernoulli": "privpost.models.bernoulli",
+    "dirichlet-categorical": "privpost.models.categorical",
+    "dirichlet": "privpost.models.dirichlet",
+    "exponential-gamma": "privpost.models.exponential",
+    "hmm": "privpost.models.hmm",
+    "linear-regression": "privpost.models.linear_regression",
+    "mrf": "privpost.models.mrf",
+    "naive-bayes": "privpost.models.naive_bayes",
+    "normal-inverse-gamma": "privpost.models.normal",
+    "normal-known-variance": "privpost.models.normal",
+    "poisson-gamma": "privpost.models.poisson",
+})
+
+lazy_package(__name__, {**{c: (f"privpost.models.{m}", c) for c, m in _CLASSES.items()},
+                        "MODELS": _base.all_models})
 
 __all__ = [
     "MODELS",

@@ -278,6 +278,7 @@ def register_model(cls=None, *, replace: bool = False):
         key = c.name
         if not isinstance(key, str) or not re.fullmatch(r"[a-z0-9][a-z0-9\-]*", key):
             raise ValueError(f"model name must be lower case letters, digits and '-', got {key!r}")
+        _load_builtin(key, unless=c)     # a user class must not silently shadow a built-in
         if key in MODELS and MODELS[key] is not c and not replace:
             raise ValueError(f"a model named {key!r} is already registered ({MODELS[key].__name__}); "
                              "pass replace=True to override it")
@@ -291,8 +292,30 @@ def _norm_name(name: str) -> str:
     return str(name).strip().lower().replace("_", "-")
 
 
+#: Built-in model name -> module (filled by :mod:`privpost.models`). The built-in models are
+#: imported on first lookup, not with the package (start-up time; each imports SciPy).
+BUILTIN_MODULES: dict[str, str] = {}
+
+
+def _load_builtin(key: "str | None" = None, unless=None) -> None:
+    """Import the module of built-in model ``key`` (all of them for ``None``)."""
+    import importlib
+
+    for k, module in list(BUILTIN_MODULES.items()):
+        if (key is None or k == key) and getattr(unless, "__module__", None) != module:
+            importlib.import_module(module)
+
+
+def all_models() -> dict[str, type[Model]]:
+    """:data:`MODELS` with every built-in model imported (``privpost.models.MODELS``)."""
+    _load_builtin()
+    return MODELS
+
+
 def _lookup(name: str) -> type[Model]:
     key = _norm_name(name)
+    if key not in MODELS:
+        _load_builtin(key if key in BUILTIN_MODULES else None)
     if key not in MODELS:
         raise PrivpostError(f"unknown model {name!r}; available: {', '.join(sorted(MODELS))}")
     return MODELS[key]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import betaln
 
 from privpost.models.base import Model, as_rng, positive_float, records_1d, register_model
 from privpost.errors import DataError
@@ -63,6 +62,8 @@ class BetaBernoulli(Model):
         return out
 
     def log_prior(self, params):
+        from scipy.special import betaln   # here, not at module level: start-up time
+
         t = float(params["theta"])
         if not 0.0 < t < 1.0:
             return -np.inf

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import multigammaln
 
 from privpost.errors import DataError, PrivpostError
 from privpost.models.base import (Model, as_rng, finite_float, float_array, positive_float,
@@ -150,6 +149,8 @@ class LinearRegression(Model):
                 raise PrivpostError(f"nu0 must be > p - 1 = {p - 1}, got {nu0!r}")
             self.Psi0, _ = spd_matrix("Psi0", np.eye(p) if Psi0 is None else Psi0, p)
             # log normalising constant of InvWishart(nu0, Psi0), used by every log_prior call
+            from scipy.special import multigammaln   # here, not at module level: start-up time
+
             _, logdet_Psi = np.linalg.slogdet(self.Psi0)
             self._iw_log_norm = (0.5 * self.nu0 * logdet_Psi - 0.5 * self.nu0 * p * math.log(2.0)
                                  - multigammaln(0.5 * self.nu0, p))

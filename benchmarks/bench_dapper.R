@@ -1,0 +1,83 @@
+# The R package dapper (CRAN; Ju et al. 2022's data augmentation sampler) on the release that
+# benchmarks/bench_dapper.py exports: seed 000's linear regression, n = 100, epsilon = 1
+# (the same release as benchmarks/bench_defaults.py).
+#
+#   Rscript benchmarks/bench_dapper.R INPUT.csv OUTPUT.csv NITER WARMUP CHAINS SEED
+#
+# INPUT.csv (written by bench_dapper.py): columns name,value. Vectors are repeated names in
+# order: sdp (the 9 noisy statistics, privpost's label order), scale (Laplace b), n, sigma2,
+# tau2, m (covariate means), bx_lo/bx_hi (covariate bounds), by_lo/by_hi (response bounds),
+# probe (rows of 3 probe records, row-major) and probe_stat (privpost's statistic of them, used
+# to check this file's statistic before sampling).
+# OUTPUT.csv: one row per coefficient: variable, ess_bulk, ess_tail, rhat, wall_s, draws.
+# The model is the one privpost fits (privpost.models.LinearRegression(p=2, sigma2=2, tau2=4,
+# m=...)): y = b0 + b1 x1 + b2 x2 + e, e ~ N(0, sigma2), x ~ N(m, I), b ~ N(0, tau2 I); dapper's
+# API: new_privacy(posterior, latent, mechanism, statistic, npar) and dapper_sample(). The four
+# functions are passed by position: dapper 1.0 names them post_f/latent_f/priv_f/st_f and 1.1
+# posterior_f/latent_f/mechanism_f/statistic_f, in the same order.
+
+args <- commandArgs(trailingOnly = TRUE)
+if (length(args) != 6) stop("usage: bench_dapper.R INPUT.csv OUTPUT.csv NITER WARMUP CHAINS SEED")
+niter <- as.integer(args[3]); warmup <- as.integer(args[4])
+chains <- as.integer(args[5]); seed <- as.integer(args[6])
+suppressPackageStartupMessages({ library(dapper); library(posterior) })
+
+kv <- read.csv(args[1], stringsAsFactors = FALSE)
+get <- function(key) kv$value[kv$name == key]
+sdp <- get("sdp"); b <- get("scale"); n <- as.integer(get("n"))
+sigma2 <- get("sigma2"); tau2 <- get("tau2"); m <- get("m")
+bx_lo <- get("bx_lo"); bx_hi <- get("bx_hi"); by_lo <- get("by_lo"); by_hi <- get("by_hi")
+p <- length(m)
+
+# clamp to the bounds and map to [-1, 1] (privpost.queries.RegressionStats)
+norm01 <- function(z, lo, hi) 2 * (pmin(pmax(z, lo), hi) - lo) / (hi - lo) - 1
+
+# per-record contribution in privpost's order: XtY[0..p], YtY, XtX[j,k] for j <= k row-major
+# without the constant (0, 0) entry
+st_f <- function(xi, sdp, i) {
+  xt <- c(1, norm01(xi[1:p], bx_lo, bx_hi))
+  yt <- norm01(xi[p + 1], by_lo, by_hi)
+  xx <- outer(xt, xt)
+  upper <- c()
+  for (j in 1:(p + 1)) for (k in j:(p + 1)) if (!(j == 1 && k == 1)) upper <- c(upper, xx[j, k])
+  c(xt * yt, yt * yt, upper)
+}
+
+# Laplace mechanism: log density of the released vector given the statistic (constant dropped)
+priv_f <- function(sdp, sx) -sum(abs(sdp - sx)) / b
+
+latent_f <- function(theta) {
+  x <- matrix(rnorm(n * p), ncol = p) + matrix(m, n, p, byrow = TRUE)
+  y <- theta[1] + x %*% theta[2:(p + 1)] + rnorm(n, 0, sqrt(sigma2))
+  cbind(x, y)
+}
+
+# exact conjugate draw of beta given complete records (prior N(0, tau2 I), known sigma2)
+post_f <- function(dmat, theta) {
+  X <- cbind(1, dmat[, 1:p, drop = FALSE]); y <- dmat[, p + 1]
+  prec <- crossprod(X) / sigma2 + diag(p + 1) / tau2
+  R <- chol(prec)
+  mu <- backsolve(R, forwardsolve(t(R), crossprod(X, y) / sigma2))
+  as.numeric(mu + backsolve(R, rnorm(p + 1)))
+}
+
+# check the statistic against privpost's on the probe records before timing anything
+probe <- matrix(get("probe"), ncol = p + 1, byrow = TRUE)
+mine <- Reduce(`+`, lapply(seq_len(nrow(probe)), function(i) st_f(probe[i, ], sdp, i)))
+if (max(abs(mine - get("probe_stat"))) > 1e-9)
+  stop("bench_dapper.R: the statistic differs from privpost's RegressionStats; not timing")
+
+dmod <- new_privacy(post_f, latent_f, priv_f, st_f, p + 1, paste0("beta", 0:p))
+t0 <- proc.time()[["elapsed"]]
+out <- dapper_sample(dmod, sdp = sdp, init_par = rep(0, p + 1), seed = seed, niter = niter,
+                     warmup = warmup, chains = chains)
+wall <- proc.time()[["elapsed"]] - t0
+
+kept <- niter - warmup
+rows <- lapply(seq_len(p + 1), function(j) {
+  x <- matrix(as.numeric(unclass(out$chain)[, j]), ncol = chains)  # chains stacked by row
+  data.frame(variable = paste0("beta", j - 1), ess_bulk = posterior::ess_bulk(x),
+             ess_tail = posterior::ess_tail(x), rhat = posterior::rhat(x), wall_s = wall,
+             draws = kept * chains)
+})
+write.csv(do.call(rbind, rows), args[2], row.names = FALSE)
