@@ -231,6 +231,100 @@ class NaiveBayesLogLinear(Model):
         return _compiled.naive_bayes(self.n_classes, self.n_levels, self.class_alpha,
                                      self._alpha_flat)
 
+    # ---------------------------------------------------------------- non-centred protocol
+    # Every column of a record is an inverse-CDF draw from a uniform innovation: the class
+    # y = min{i : c_i >= u_0} with c = cumsum(p), and feature k given the class,
+    # x_k = min{j : C^k_{y, j} >= u_k} with C^k = cumsum(q_k, axis=1). So u ~ U(0, 1)^{K+1}
+    # whatever theta, and the randomised innovations u | x, theta are independent uniforms on
+    # (c_{y-1}, c_y] and (C^k_{y, x_k - 1}, C^k_{y, x_k}] (the box of u's that map to x). Moving
+    # p with u fixed relabels classes; the features then follow through the new class's row.
+    # The random walk runs in additive log-ratio coordinates of p and of every row of every q_k
+    # (each simplex separately, as DirichletCategorical); the density of v is the Dirichlet
+    # prior times prod over every simplex of prod_j theta_j.
+    @property
+    def interweave_params(self) -> tuple:
+        """``("p", "q1", ..., "qK")``: every parameter moves in one joint step."""
+        return ("p",) + self.table_names
+
+    def _cums(self, params):
+        c = np.cumsum(np.asarray(params["p"], dtype=np.float64))
+        C = [np.cumsum(np.asarray(params[nm], dtype=np.float64), axis=1) for nm in self._names]
+        return c, C
+
+    @staticmethod
+    def _uniform_in(lo, hi, rng):
+        """``U(lo, hi]`` (``hi`` when rounding leaves no room), elementwise."""
+        u = np.minimum(lo + (1.0 - rng.random(lo.shape[0])) * (hi - lo), hi)
+        return np.where(u > lo, u, hi)
+
+    def innovations(self, params, records, rng=None):
+        """Uniform innovations ``(n, K+1)`` float64: column 0 in ``(c_{y-1}, c_y]``, column k in
+        ``(C^k_{y, x_k - 1}, C^k_{y, x_k}]`` (``c_{-1} = C_{., -1} = 0``)."""
+        rng = as_rng(rng)
+        r = np.asarray(records).astype(np.int64)
+        c, C = self._cums(params)
+        y = r[:, 0]
+        u = np.empty(r.shape, dtype=np.float64)
+        u[:, 0] = self._uniform_in(np.where(y > 0, c[np.maximum(y - 1, 0)], 0.0), c[y], rng)
+        for k, Ck in enumerate(C):
+            x = r[:, k + 1]
+            lo = np.where(x > 0, Ck[y, np.maximum(x - 1, 0)], 0.0)
+            u[:, k + 1] = self._uniform_in(lo, Ck[y, x], rng)
+        return u
+
+    def from_innovations(self, params, u):
+        """Records ``(n, K+1)`` int64 from innovations ``u`` (``(n, K+1)``): the smallest level
+        whose cumulative probability is ``>= u`` (the last level if rounding leaves
+        ``cumsum < u <= 1``)."""
+        u = np.asarray(u, dtype=np.float64)
+        c, C = self._cums(params)
+        out = np.empty(u.shape, dtype=np.int64)
+        y = np.minimum(np.searchsorted(c, u[:, 0], side="left"), self.n_classes - 1)
+        out[:, 0] = y
+        for k, Ck in enumerate(C):
+            x = (Ck[y] < u[:, k + 1, None]).sum(axis=1)
+            out[:, k + 1] = np.minimum(x, self.n_levels[k] - 1)
+        return out
+
+    def interweave_to_free(self, params):
+        """Additive log-ratios of ``p`` (``I - 1``) then of every row of ``q1..qK``
+        (``I (J_k - 1)`` each, row-major): shape ``(I - 1 + I sum_k (J_k - 1),)``."""
+        with np.errstate(divide="ignore"):
+            lp = np.log(np.asarray(params["p"], dtype=np.float64))
+            parts = [lp[:-1] - lp[-1]]
+            for nm in self._names:
+                lq = np.log(np.asarray(params[nm], dtype=np.float64))
+                parts.append((lq[:, :-1] - lq[:, -1:]).ravel())
+        return np.concatenate(parts)
+
+    @staticmethod
+    def _softmax0(v):
+        """Rows of ``softmax([v, 0])`` along the last axis."""
+        z = np.concatenate([v, np.zeros(v.shape[:-1] + (1,))], axis=-1)
+        z = np.exp(z - z.max(axis=-1, keepdims=True))
+        return z / z.sum(axis=-1, keepdims=True)
+
+    def interweave_from_free(self, params, v):
+        """``params`` with ``p`` ``(I,)`` and every ``qk`` ``(I, J_k)`` rebuilt from ``v``."""
+        v = np.asarray(v, dtype=np.float64)
+        I = self.n_classes
+        out = dict(params)
+        out["p"] = self._softmax0(v[:I - 1])
+        off = I - 1
+        for nm, J in zip(self._names, self.n_levels):
+            size = I * (J - 1)
+            out[nm] = self._softmax0(v[off:off + size].reshape(I, J - 1))
+            off += size
+        return out
+
+    def interweave_log_jacobian(self, params):
+        """``sum`` of ``log`` of every entry of ``p`` and ``q1..qK``: each simplex contributes
+        ``log |d theta_{0:J-1} / d v| = sum_j log theta_j`` (``-inf`` at a zero)."""
+        with np.errstate(divide="ignore"):
+            return float(np.log(np.asarray(params["p"], dtype=np.float64)).sum()
+                         + sum(np.log(np.asarray(params[nm], dtype=np.float64)).sum()
+                               for nm in self._names))
+
     def check_query(self, query):
         self._require_kind(query, {"naivebayescounts": "NaiveBayesCounts"})
         fits = f"NaiveBayesCounts(n_classes={self.n_classes}, n_levels={list(self.n_levels)})"
