@@ -113,6 +113,7 @@ class NaiveBayesLogLinear(Model):
         self._row_starts = np.concatenate([self._off[k] + J[k] * np.arange(I) for k in range(K)])
         self._row_len = np.repeat(J, I)
         self._Jmax = int(J.max())
+        self._lp_const = None   # log_prior's constant, computed on first use
 
     def hyperparameters(self):
         ca = self._class_alpha_in
@@ -190,10 +191,22 @@ class NaiveBayesLogLinear(Model):
         return float(np.sum(gammaln(a.sum(axis=-1)) - gammaln(a).sum(axis=-1)) + t.sum())
 
     def log_prior(self, params):
-        lp = self._logdir(params["p"], self.class_alpha)
-        for nm, a in zip(self._names, self.feature_alpha):
-            lp += self._logdir(params[nm], a)
-        return lp
+        p = np.asarray(params["p"], dtype=np.float64)
+        tabs = [np.asarray(params[nm], dtype=np.float64) for nm in self._names]
+        if np.any(p < 0) or abs(p.sum() - 1.0) > 1e-8:
+            return -np.inf
+        for t in tabs:
+            if np.any(t < 0) or np.any(np.abs(t.sum(axis=-1) - 1.0) > 1e-8):
+                return -np.inf
+        if self._lp_const is None:   # sum of the log normalising constants of every Dirichlet
+            a = [self.class_alpha] + list(self.feature_alpha)
+            self._lp_const = float(sum(np.sum(gammaln(x.sum(axis=-1)) - gammaln(x).sum(axis=-1))
+                                       for x in a))
+            self._am1 = np.concatenate([self.class_alpha - 1.0, self._alpha_flat - 1.0])
+        th = np.concatenate([p] + [t.ravel() for t in tabs])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            terms = np.where(self._am1 == 0.0, 0.0, self._am1 * np.log(th))
+        return self._lp_const + float(terms.sum())
 
     def nonprivate_posterior(self, records):
         """``{"class_alpha": (I,), "feature_alpha": [ (I, J_k) ... ]}`` posterior concentrations."""
