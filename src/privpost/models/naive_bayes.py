@@ -249,15 +249,14 @@ class NaiveBayesLogLinear(Model):
     # y = min{i : c_i >= u_0} with c = cumsum(p), and feature k given the class,
     # x_k = min{j : C^k_{y, j} >= u_k} with C^k = cumsum(q_k, axis=1). So u ~ U(0, 1)^{K+1}
     # whatever theta, and the randomised innovations u | x, theta are independent uniforms on
-    # (c_{y-1}, c_y] and (C^k_{y, x_k - 1}, C^k_{y, x_k}] (the box of u's that map to x). Moving
-    # p with u fixed relabels classes; the features then follow through the new class's row.
-    # The random walk runs in additive log-ratio coordinates of p and of every row of every q_k
-    # (each simplex separately, as DirichletCategorical); the density of v is the Dirichlet
-    # prior times prod over every simplex of prod_j theta_j.
-    @property
-    def interweave_params(self) -> tuple:
-        """``("p", "q1", ..., "qK")``: every parameter moves in one joint step."""
-        return ("p",) + self.table_names
+    # (c_{y-1}, c_y] and (C^k_{y, x_k - 1}, C^k_{y, x_k}] (the box of u's that map to x). The move
+    # changes p (in additive log-ratio coordinates v_i = log(p_i / p_{I-1}), Jacobian prod_i p_i,
+    # as DirichletCategorical) with u fixed: classes are relabelled and each record's features
+    # follow through its new class's rows of the (fixed) tables. Moving the tables too, in one
+    # joint walk over all I - 1 + I sum_k (J_k - 1) log-ratios (54 for seed 000), was measured
+    # worse than this (benchmarks/README.md, "More non-centred moves"): the tables move through
+    # the centred update only.
+    interweave_params = ("p",)
 
     def _cums(self, params):
         c = np.cumsum(np.asarray(params["p"], dtype=np.float64))
@@ -300,43 +299,21 @@ class NaiveBayesLogLinear(Model):
         return out
 
     def interweave_to_free(self, params):
-        """Additive log-ratios of ``p`` (``I - 1``) then of every row of ``q1..qK``
-        (``I (J_k - 1)`` each, row-major): shape ``(I - 1 + I sum_k (J_k - 1),)``."""
+        """Additive log-ratios ``v_i = log(p_i / p_{I-1})``, shape ``(I - 1,)``."""
         with np.errstate(divide="ignore"):
             lp = np.log(np.asarray(params["p"], dtype=np.float64))
-            parts = [lp[:-1] - lp[-1]]
-            for nm in self._names:
-                lq = np.log(np.asarray(params[nm], dtype=np.float64))
-                parts.append((lq[:, :-1] - lq[:, -1:]).ravel())
-        return np.concatenate(parts)
-
-    @staticmethod
-    def _softmax0(v):
-        """Rows of ``softmax([v, 0])`` along the last axis."""
-        z = np.concatenate([v, np.zeros(v.shape[:-1] + (1,))], axis=-1)
-        z = np.exp(z - z.max(axis=-1, keepdims=True))
-        return z / z.sum(axis=-1, keepdims=True)
+        return lp[:-1] - lp[-1]
 
     def interweave_from_free(self, params, v):
-        """``params`` with ``p`` ``(I,)`` and every ``qk`` ``(I, J_k)`` rebuilt from ``v``."""
-        v = np.asarray(v, dtype=np.float64)
-        I = self.n_classes
-        out = dict(params)
-        out["p"] = self._softmax0(v[:I - 1])
-        off = I - 1
-        for nm, J in zip(self._names, self.n_levels):
-            size = I * (J - 1)
-            out[nm] = self._softmax0(v[off:off + size].reshape(I, J - 1))
-            off += size
-        return out
+        """``{**params, "p": softmax([v, 0])}`` with ``p`` shape ``(I,)``."""
+        z = np.append(np.asarray(v, dtype=np.float64), 0.0)
+        z = np.exp(z - z.max())
+        return {**params, "p": z / z.sum()}
 
     def interweave_log_jacobian(self, params):
-        """``sum`` of ``log`` of every entry of ``p`` and ``q1..qK``: each simplex contributes
-        ``log |d theta_{0:J-1} / d v| = sum_j log theta_j`` (``-inf`` at a zero)."""
+        """``log |d p_{0:I-1} / d v| = sum_i log p_i`` (``-inf`` if some ``p_i = 0``)."""
         with np.errstate(divide="ignore"):
-            return float(np.log(np.asarray(params["p"], dtype=np.float64)).sum()
-                         + sum(np.log(np.asarray(params[nm], dtype=np.float64)).sum()
-                               for nm in self._names))
+            return float(np.log(np.asarray(params["p"], dtype=np.float64)).sum())
 
     def check_query(self, query):
         self._require_kind(query, {"naivebayescounts": "NaiveBayesCounts"})
