@@ -13,8 +13,9 @@ Releases (one per run, numpy seed 0):
   NaiveBayesCounts with Laplace noise of scale 2K/eps = 10/eps (replace-one L1 sensitivity 2K).
 * ``dirichlet``: seed 002's compositional model, Dirichlet(3) (prior Gamma(1, 0.1)), records
   ~ Dirichlet(2.2, 3.3, 4.4), CensoredLogMean(3, threshold 0.01, n) with Laplace noise at eps.
-* ``niw``: LinearRegression(p=2, sigma2 unknown, hyperprior="niw"), covariates N((1, -1), S),
-  RegressionStats with bounds x in [-5, 5]^2, y in [-10, 10], Laplace noise at eps.
+* ``niw``: LinearRegression(p, sigma2 unknown, hyperprior="niw", nu0=p+4) with p = ``--p``
+  (default 2), covariates N((1, -1, 0.5)[:p], S), RegressionStats with bounds x in [-5, 5]^p,
+  y in [-10, 10], Laplace noise at eps.
 
 Per seed, three configurations on the same release and seed, one chain, 10 % warm-up: centred
 generic path (interweave=False, fast_path=False), centred compiled driver (interweave=False,
@@ -40,7 +41,7 @@ CONFIGS = {
 }
 
 
-def _problem(name, n, eps):
+def _problem(name, n, eps, p=2):
     from privpost.mechanisms import Laplace
     from privpost.release import Release
 
@@ -69,11 +70,12 @@ def _problem(name, n, eps):
         from privpost.models import LinearRegression
         from privpost.queries import RegressionStats
 
-        model = LinearRegression(p=2, hyperprior="niw", mu0=[0.0, 0.0], nu0=6.0)
-        q = RegressionStats(bounds_x=[(-5, 5), (-5, 5)], bounds_y=(-10, 10))
-        x = model.simulate({"beta": np.array([0.5, 1.0, -1.0]), "sigma2": 1.0,
-                            "m": np.array([1.0, -1.0]),
-                            "S": np.array([[1.0, 0.3], [0.3, 0.8]])}, n, rng)
+        model = LinearRegression(p=p, hyperprior="niw", nu0=p + 4.0)
+        q = RegressionStats(bounds_x=[(-5, 5)] * p, bounds_y=(-10, 10))
+        x = model.simulate({"beta": np.array([0.5, 1.0, -1.0, 0.5][:p + 1]), "sigma2": 1.0,
+                            "m": np.array([1.0, -1.0, 0.5][:p]),
+                            "S": np.array([[1.0, 0.3, 0.0], [0.3, 0.8, 0.1],
+                                           [0.0, 0.1, 1.2]])[:p, :p]}, n, rng)
         mech = Laplace(scale=q.sensitivity() / eps).calibrate(q.sensitivity())
     else:
         raise SystemExit(f"unknown --model {name!r}")
@@ -102,12 +104,14 @@ def main():
     ap.add_argument("--eps", type=float, default=1.0)
     ap.add_argument("--iterations", type=int, default=3000)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--p", type=int, default=2, choices=[1, 2, 3],
+                    help="covariates of the niw regression")
     a = ap.parse_args()
 
     from privpost.errors import ConvergenceWarning, IncompatibleError
     from privpost.inference.damcmc import run
 
-    model, rel = _problem(a.model, a.n, a.eps)
+    model, rel = _problem(a.model, a.n, a.eps, a.p)
     warmup = a.iterations // 10
     draws = a.iterations - warmup
     p_only = ("p",) if a.model == "naive-bayes" else None
