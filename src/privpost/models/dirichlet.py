@@ -300,6 +300,81 @@ class Dirichlet(Model):
             if max(hi - lo for lo, hi in zip(L, R)) < 1e-14:
                 return np.array(u0)
 
+    # ------------------------------------------------------------------ non-centred protocol
+    # x = G / sum(G) with G_j = F^{-1}_{alpha_j}(U_j), U_j ~ U(0, 1) i.i.d. (F_a the Gamma(a, 1)
+    # CDF), so U is free of alpha and x = g(alpha, U) ~ Dirichlet(alpha). Given x the gammas are
+    # G = S x with S = sum(G) ~ Gamma(sum alpha) independent of x (Lukacs), so the randomised
+    # innovations U | x, alpha are U_j = F_{alpha_j}(S x_j) with a fresh S (drawn in log space
+    # when sum(alpha) < 1). The random walk runs
+    # on log(alpha) (Jacobian prod_j alpha_j). Numerics: each U is stored as U itself when
+    # F(G) <= 1/2 and as -(1 - U) (the upper tail, from gammaincc) otherwise, so neither tail
+    # loses resolution; the quantile then uses gammaincinv or gammainccinv. Lower-tail values
+    # where G underflows (G < 1e-300, only for small alpha_j) use the exact small-G limit
+    # F_a(G) = G^a / Gamma(a + 1) in log space; rows are normalised by log-sum-exp and floored at
+    # the smallest positive double, as simulate() does.
+    interweave_params = ("alpha",)
+
+    def innovations(self, params, records, rng=None):
+        """Encoded uniforms ``(n, D)`` float64 (``U`` in ``(0, 1/2]``, else ``-(1 - U)``)."""
+        rng = as_rng(rng)
+        a = np.asarray(params["alpha"], dtype=np.float64)
+        x = np.asarray(records, dtype=np.float64)
+        n = x.shape[0]
+        a0 = float(a.sum())
+        if a0 >= 1.0:
+            log_s = np.log(rng.standard_gamma(a0, size=n))
+        else:   # log S = log G_{a0 + 1} + log(V) / a0 cannot underflow (V = 1 - random in (0, 1])
+            log_s = np.log(rng.standard_gamma(a0 + 1.0, size=n)) + np.log1p(-rng.random(n)) / a0
+        with np.errstate(divide="ignore"):
+            log_g = log_s[:, None] + np.log(x)
+        g = np.exp(log_g)
+        lo = gammainc(a, g)
+        enc = np.where(lo <= 0.5, lo, -gammaincc(a, g))
+        small = g < 1e-300
+        if np.any(small):
+            with np.errstate(under="ignore"):
+                tiny = np.exp(a * log_g - gammaln(a + 1.0))
+            enc = np.where(small, tiny, enc)
+        enc = np.where(enc == 0.0, _TINY, enc)       # a zero would map to G = 0 (or infinity)
+        return enc
+
+    def from_innovations(self, params, u):
+        """Records ``(n, D)``: ``G_j = F^{-1}_{alpha_j}(U_j)`` normalised, floored at the
+        smallest positive double."""
+        a = np.asarray(params["alpha"], dtype=np.float64)
+        u = np.asarray(u, dtype=np.float64)
+        a2 = np.broadcast_to(a, u.shape)
+        lower = u > 0
+        g = np.where(lower, gammaincinv(a2, np.where(lower, u, 0.5)),
+                     gammainccinv(a2, np.where(lower, 0.5, -u)))
+        with np.errstate(divide="ignore"):
+            log_g = np.log(g)
+            small = lower & ~(g >= 1e-300)
+            if np.any(small):
+                log_g = np.where(small, (np.log(np.where(small, u, 1.0)) + gammaln(a2 + 1.0))
+                                 / a2, log_g)
+        log_g -= log_g.max(axis=1, keepdims=True) if u.shape[0] else 0.0
+        x = np.exp(log_g)
+        x /= x.sum(axis=1, keepdims=True)
+        np.maximum(x, _TINY, out=x)
+        return x
+
+    def interweave_to_free(self, params):
+        """``log(alpha)``, shape ``(D,)``."""
+        with np.errstate(divide="ignore"):
+            return np.log(np.asarray(params["alpha"], dtype=np.float64))
+
+    def interweave_from_free(self, params, v):
+        """``{**params, "alpha": exp(v)}`` (``alpha`` shape ``(D,)``; overflow gives ``inf``,
+        whose prior density is 0)."""
+        with np.errstate(over="ignore"):
+            return {**params, "alpha": np.exp(np.asarray(v, dtype=np.float64))}
+
+    def interweave_log_jacobian(self, params):
+        """``log |d alpha / d log alpha| = sum_j log alpha_j``."""
+        with np.errstate(divide="ignore"):
+            return float(np.log(np.asarray(params["alpha"], dtype=np.float64)).sum())
+
     def compiled_model(self):
         """Numba update/simulate for compiled DA-MCMC (univariate slice sampler with the
         independent Gamma prior; ``None`` for the copula prior or ``slice_method="hyperrect"``)."""

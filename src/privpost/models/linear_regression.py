@@ -364,37 +364,106 @@ class LinearRegression(Model):
         return arr
 
     # ---------------------------------------------------------------- non-centred protocol
-    # Records as x = m + L z (covariates), y = beta_0 + x^T beta_{1:p} + sigma e, with (z, e)
-    # i.i.d. standard normal. The interweaving move of damcmc moves beta and, when it is a model
-    # parameter, sigma2 (m, S are held fixed), so the covariates themselves serve as their
-    # innovations: the innovations are [x_1..x_p, e] with e = (y - beta_0 - x^T beta_{1:p}) /
-    # sigma (deterministic given x). Moving sigma2 with e fixed rescales every residual at once.
+    # Records as x = m + L z (covariates, L = chol(S)), y = beta_0 + x^T beta_{1:p} + sigma e,
+    # with (z, e) i.i.d. standard normal. With fixed m, S (seed 000) the move changes beta and,
+    # when it is a model parameter, sigma2; the covariates then serve as their own innovations:
+    # [x_1..x_p, e] with e = (y - beta_0 - x^T beta_{1:p}) / sigma (deterministic given x).
+    # With hyperprior="niw" the same move also changes m and S: the innovations are [z, e] with
+    # z = L^{-1} (x - m), and the walk runs in free coordinates
+    # v = [beta, log sigma2 (when unknown), m, log diag L, strictly lower L (row-major)], whose
+    # density is the prior times |d theta / d v| = sigma2 * 2^p prod_i L_ii^(p - i + 2)
+    # (i = 1..p; S = L L^T has |dS/dL| = 2^p prod_i L_ii^(p - i + 1), Muirhead Thm 2.1.9, and
+    # d L_ii / d log L_ii = L_ii).
     @property
     def interweave_params(self) -> tuple:
         """``("beta",)`` with a known ``sigma2``, else ``("beta", "sigma2")`` (proposals with
-        ``sigma2 <= 0`` have ``log_prior = -inf`` and are rejected)."""
-        return ("beta",) if self.sigma2 is not None else ("beta", "sigma2")
+        ``sigma2 <= 0`` have ``log_prior = -inf`` and are rejected); with ``hyperprior="niw"``
+        also ``"m"`` and ``"S"``."""
+        names = ("beta",) if self.sigma2 is not None else ("beta", "sigma2")
+        return names + (("m", "S") if self.hyperprior == "niw" else ())
 
     def _sd(self, params):
         return math.sqrt(self.sigma2 if self.sigma2 is not None else float(params["sigma2"]))
 
     def innovations(self, params, records, rng=None):
-        """``[x_1..x_p, e]`` with ``e = (y - beta_0 - x beta_{1:p}) / sigma``; ``rng`` unused."""
+        """``[x_1..x_p, e]`` (``[z_1..z_p, e]`` with ``z = L^{-1}(x - m)`` when ``m, S`` are
+        parameters), ``e = (y - beta_0 - x beta_{1:p}) / sigma``; shape ``(n, p+1)``; ``rng``
+        unused."""
         r = np.asarray(records, dtype=np.float64)
         p = self.p
         beta = np.asarray(params["beta"], dtype=np.float64)
         u = r.copy()
         u[:, p] = (r[:, p] - beta[0] - r[:, :p] @ beta[1:]) / self._sd(params)
+        if self.hyperprior == "niw":
+            m, L = self._cov_model(params)
+            u[:, :p] = np.linalg.solve(L, (r[:, :p] - m).T).T
         return u
 
     def from_innovations(self, params, u):
-        """Records ``[x, beta_0 + x beta_{1:p} + sigma e]`` from innovations ``[x, e]``."""
+        """Records ``[x, beta_0 + x beta_{1:p} + sigma e]`` from innovations ``[x, e]`` (``x =
+        m + L z`` from ``[z, e]`` when ``m, S`` are parameters); shape ``(n, p+1)``."""
         u = np.asarray(u, dtype=np.float64)
         p = self.p
         beta = np.asarray(params["beta"], dtype=np.float64)
         out = u.copy()
-        out[:, p] = beta[0] + u[:, :p] @ beta[1:] + self._sd(params) * u[:, p]
+        if self.hyperprior == "niw":
+            m, L = self._cov_model(params)
+            out[:, :p] = m + u[:, :p] @ L.T
+        out[:, p] = beta[0] + out[:, :p] @ beta[1:] + self._sd(params) * u[:, p]
         return out
+
+    # free coordinates exist only with hyperprior="niw" (damcmc looks for callables; None
+    # means "walk on the moved parameters themselves", the behaviour without m, S)
+    @property
+    def interweave_to_free(self):
+        return self._iw_to_free if self.hyperprior == "niw" else None
+
+    @property
+    def interweave_from_free(self):
+        return self._iw_from_free if self.hyperprior == "niw" else None
+
+    @property
+    def interweave_log_jacobian(self):
+        return self._iw_log_jacobian if self.hyperprior == "niw" else None
+
+    def _iw_to_free(self, params):
+        """``[beta (p+1), log sigma2 (if unknown), m (p), log diag L (p), lower L]``,
+        ``L = chol(S)``; shape ``(p + 1 + [1] + 2p + p(p-1)/2,)``."""
+        p = self.p
+        parts = [np.asarray(params["beta"], dtype=np.float64)]
+        if self.sigma2 is None:
+            parts.append([math.log(float(params["sigma2"]))])
+        m, L = self._cov_model(params)
+        parts += [m, np.log(np.diag(L)), L[np.tril_indices(p, -1)]]
+        return np.concatenate([np.asarray(x, dtype=np.float64).ravel() for x in parts])
+
+    def _iw_from_free(self, params, v):
+        """``params`` with ``beta``, ``sigma2``, ``m`` ``(p,)`` and ``S = L L^T`` ``(p, p)``
+        rebuilt from ``v`` (``exp`` overflow gives ``inf``: zero prior density)."""
+        v = np.asarray(v, dtype=np.float64)
+        p, k = self.p, self.p + 1
+        out = dict(params)
+        out["beta"] = v[:k].copy()
+        off = k
+        with np.errstate(over="ignore"):
+            if self.sigma2 is None:
+                out["sigma2"] = np.float64(math.exp(v[off]) if v[off] < 709.0 else math.inf)
+                off += 1
+            out["m"] = v[off:off + p].copy()
+            L = np.diag(np.exp(v[off + p:off + 2 * p]))
+        L[np.tril_indices(p, -1)] = v[off + 2 * p:]
+        with np.errstate(over="ignore", invalid="ignore"):
+            out["S"] = L @ L.T
+        return out
+
+    def _iw_log_jacobian(self, params):
+        """``log sigma2 (if unknown) + p log 2 + sum_i (p - i + 2) log L_ii`` (i = 1..p)."""
+        p = self.p
+        _, L = self._cov_model(params)
+        lj = p * math.log(2.0) + float(((p + 1 - np.arange(p)) * np.log(np.diag(L))).sum())
+        if self.sigma2 is None:
+            lj += math.log(float(params["sigma2"]))
+        return lj
 
     def compiled_model(self):
         """Numba versions of update/simulate for the compiled DA-MCMC driver (every variant:
