@@ -35,7 +35,7 @@ from numba import njit
 from privpost.errors import IncompatibleError
 from privpost.inference._kernels import sweep_l1, sweep_l2
 
-__all__ = ["CompiledModel", "FastPath", "resolve_fast_path", "builtin_contrib", "CompiledChain",
+__all__ = ["CompiledModel", "CompiledInterweave", "FastPath", "resolve_fast_path", "builtin_contrib", "CompiledChain",
            "pack_params", "unpack_params"]
 
 
@@ -58,6 +58,46 @@ class CompiledModel(NamedTuple):
     record_width: int
     update: Callable[..., Any]
     simulate: Callable[..., Any]
+    interweave: "CompiledInterweave | None" = None
+
+
+class CompiledInterweave(NamedTuple):
+    """Compiled non-centred protocol of a model (``CompiledModel.interweave``): the compiled
+    driver's version of ``innovations`` / ``from_innovations`` / ``log_prior`` (+ the optional
+    free coordinates) that the generic path's interweaving move uses (``docs/internals.md``).
+
+    Attributes
+    ----------
+    dim : int
+        Number of free coordinates ``v`` the random walk moves.
+    innov_width : int
+        Columns of the float64 innovations array ``u`` ``(m, innov_width)``.
+    innovations : dispatcher
+        ``innovations(theta, records, u, rng) -> None``: fill ``u`` with a draw of
+        ``u | x, theta`` (deterministic for continuous records; same Generator calls as the
+        Python ``innovations``).
+    from_innovations : dispatcher
+        ``from_innovations(theta, u, out) -> None``: fill ``out`` ``(m, record_width)`` with the
+        records ``x = g(theta, u)``.
+    to_free : dispatcher
+        ``to_free(theta, v) -> None``: the free coordinates ``v`` ``(dim,)`` of the moved
+        parameters (the moved entries themselves when the model has no free coordinates).
+    from_free : dispatcher
+        ``from_free(theta, v, out) -> None``: ``out`` = ``theta`` with the moved parameters set
+        from ``v`` (the other entries copied).
+    log_target : dispatcher
+        ``log_target(theta) -> float``: ``log_prior(theta) + log |d theta / d v|`` up to an
+        additive constant that does not depend on the moved parameters; ``-inf`` outside the
+        support.
+    """
+
+    dim: int
+    innov_width: int
+    innovations: Callable[..., Any]
+    from_innovations: Callable[..., Any]
+    to_free: Callable[..., Any]
+    from_free: Callable[..., Any]
+    log_target: Callable[..., Any]
 
 
 # ============================================================================================
@@ -206,14 +246,189 @@ def builtin_contrib(query):
 # the compiled chain driver
 # ============================================================================================
 
+# ---- the non-centred (interweaving) theta-move, compiled -----------------------------------
+# Same move, same Generator calls and same warm-up adaptation as the generic path
+# (damcmc.Sampler._interweave and damcmc._IWState): a random walk v* = v + s C z on the model's
+# free coordinates with the innovations u held fixed, accepted with
+# p(v*) eta(s | T(g(theta*, u))) / (p(v) eta(s | T)); s (log_s) and C (chol) adapt during
+# warm-up only and are frozen afterwards, so the post-warm-up kernel is a fixed exact MH kernel.
+# iw_f = [log_s, target acceptance]; iw_i = [adapting steps, switched to the covariance,
+# proposals after warm-up, acceptances after warm-up].
+
+@njit(cache=True, nogil=True)
+def _log_g(T, s_obs, weight, use_l2):
+    out = 0.0
+    for c in range(T.shape[0]):
+        r = s_obs[c] - T[c]
+        if use_l2:
+            out -= weight[c] * r * r
+        else:
+            out -= weight[c] * abs(r)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _iw_adapt(v, alpha, iw_f, iw_i, mean, m2, chol):
+    """One Robbins--Monro / running-covariance step (damcmc._IWState.adapt, compiled)."""
+    dim = v.shape[0]
+    iw_i[0] += 1
+    t = iw_i[0]
+    iw_f[0] += (alpha - iw_f[1]) * min(1.0, 5.0 * float(t) ** -0.6)
+    iw_f[0] = min(max(iw_f[0], -30.0), 10.0)
+    delta = np.empty(dim)
+    for a in range(dim):
+        delta[a] = v[a] - mean[a]
+        mean[a] += delta[a] / t
+    for a in range(dim):
+        for b in range(dim):
+            m2[a, b] += delta[a] * (v[b] - mean[b])
+    if t >= max(20, 5 * dim) and (iw_i[1] == 0 or t % 50 == 0):
+        cov = m2 / (t - 1)
+        tr = 0.0
+        for a in range(dim):
+            tr += cov[a, a]
+        ridge = 1e-10 * max(tr / dim, 1e-300)
+        for a in range(dim):
+            cov[a, a] += ridge
+        L = _chol(cov)
+        anypos = False
+        for a in range(dim):
+            for b in range(dim):
+                if not np.isfinite(L[a, b]):
+                    return
+            if L[a, a] > 0:
+                anypos = True
+        if not anypos:
+            return
+        chol[:, :] = L
+        if iw_i[1] == 0:
+            iw_i[1] = 1
+            iw_f[0] = math.log(2.38 / math.sqrt(dim))
+
+
+@njit(cache=True, nogil=True)
+def _chol(A):
+    k = A.shape[0]
+    L = np.zeros((k, k))
+    for j in range(k):
+        s = A[j, j]
+        for m in range(j):
+            s -= L[j, m] * L[j, m]
+        if not s > 0.0:
+            L[:, :] = np.nan
+            return L
+        d = math.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, k):
+            s = A[i, j]
+            for m in range(j):
+                s -= L[i, m] * L[j, m]
+            L[i, j] = s / d
+    return L
+
+
+@njit(nogil=True)
+def _interweave(innovations, from_innovations, to_free, from_free, log_target, contrib, n_steps,
+                adapting, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp, Tp,
+                v, vp, thp, z, iw_f, iw_i, mean, m2, chol):
+    """``n_steps`` non-centred MH steps (damcmc.Sampler._interweave, compiled)."""
+    n, d = t_cur.shape
+    dim = v.shape[0]
+    innovations(theta, records, u, rng)
+    to_free(theta, v)
+    lp = log_target(theta)
+    lg = _log_g(T, s_obs, weight, use_l2)
+    moved = False
+    for _ in range(n_steps):
+        for a in range(dim):
+            z[a] = rng.standard_normal()
+        log_v = math.log1p(-rng.random())
+        s = math.exp(iw_f[0])
+        for a in range(dim):
+            acc = 0.0
+            for b in range(dim):
+                acc += chol[a, b] * z[b]
+            vp[a] = v[a] + s * acc
+        from_free(theta, vp, thp)
+        lpp = log_target(thp)
+        alpha = 0.0
+        if lpp > -np.inf:
+            from_innovations(thp, u, xp)
+            contrib(xp, tp)
+            for c in range(d):
+                acc = 0.0
+                for i in range(n):
+                    acc += tp[i, c]
+                Tp[c] = acc
+            lgp = _log_g(Tp, s_obs, weight, use_l2)
+            log_a = lpp - lp + lgp - lg
+            if log_a != log_a:
+                log_a = -np.inf
+            alpha = 1.0 if log_a >= 0 else math.exp(log_a)
+            if log_v < log_a:
+                for a in range(theta.shape[0]):
+                    theta[a] = thp[a]
+                for a in range(dim):
+                    v[a] = vp[a]
+                lp = lpp
+                lg = lgp
+                records[:, :] = xp
+                t_cur[:, :] = tp
+                for c in range(d):
+                    T[c] = Tp[c]
+                moved = True
+                if not adapting:
+                    iw_i[3] += 1
+        if adapting:
+            _iw_adapt(v, alpha, iw_f, iw_i, mean, m2, chol)
+        else:
+            iw_i[2] += 1
+    return moved
+
+
+# no-op stand-ins for models without the compiled non-centred protocol (never called: the
+# driver is given n_iw = 0 with them)
+@njit(cache=True, nogil=True)
+def _no_innovations(theta, records, u, rng):
+    pass
+
+
+@njit(cache=True, nogil=True)
+def _no_from_innovations(theta, u, out):
+    pass
+
+
+@njit(cache=True, nogil=True)
+def _no_to_free(theta, v):
+    pass
+
+
+@njit(cache=True, nogil=True)
+def _no_from_free(theta, v, out):
+    pass
+
+
+@njit(cache=True, nogil=True)
+def _no_log_target(theta):
+    return 0.0
+
+
+NO_INTERWEAVE = CompiledInterweave(0, 1, _no_innovations, _no_from_innovations, _no_to_free,
+                                   _no_from_free, _no_log_target)
+
+
 @njit(nogil=True)
 def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_prop, T, s_obs,
            weight, log_u, accept, record_counts, sweep_counts, rng, n_iter, warmup, thin,
            log_const, recompute_every, store_theta, store_rate, store_min, store_log_eta,
-           ictr, fctr):
+           ictr, fctr, iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
+           iw_log_target, n_iw, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp, iw_thp, iw_z, iw_f,
+           iw_i, iw_mean, iw_m2, iw_chol):
     """Run ``n_iter`` DA-MCMC iterations (Algorithm 1) entirely in compiled code.
 
     ``ictr = [iteration, n_stored]``, ``fctr = [running block minimum, max drift of T]``.
+    With ``n_iw > 0`` every iteration runs ``n_iw`` non-centred theta-moves after ``update``
+    (:func:`_interweave`; adapted while ``iteration < warmup``).
     """
     n, d = t_cur.shape
     m = t_prop.shape[0]
@@ -226,6 +441,11 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
         if it == warmup:
             record_counts[:] = 0
         update(theta, records, rng)
+        if n_iw > 0:
+            _interweave(iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
+                        iw_log_target, contrib, n_iw, it < warmup, use_l2, theta, records,
+                        t_cur, T, s_obs, weight, rng, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp,
+                        iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol)
         simulate(theta, prop, rng)
         contrib(prop, t_prop)
         for r in range(m):
@@ -256,14 +476,7 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
                     store_theta[j, c] = theta[c]
                 store_rate[j] = nacc / m
                 store_min[j] = fctr[0]
-                lg = 0.0
-                for c in range(d):
-                    res = s_obs[c] - T[c]
-                    if use_l2:
-                        lg -= weight[c] * res * res
-                    else:
-                        lg -= weight[c] * abs(res)
-                store_log_eta[j] = log_const + lg
+                store_log_eta[j] = log_const + _log_g(T, s_obs, weight, use_l2)
                 fctr[0] = np.inf
                 ictr[1] = j + 1
         if recompute_every > 0 and (it + 1) % recompute_every == 0:
@@ -327,6 +540,26 @@ class CompiledChain:
         self.ictr = np.zeros(2, dtype=np.int64)
         self.fctr = np.array([np.inf, 0.0])
         self.recompute_every = recompute_every
+        # non-centred move (same proposal state as damcmc._IWState)
+        civ = fast.cm.interweave
+        self.n_iw = int(p.interweave) if civ is not None else 0
+        self.iw = civ if self.n_iw else NO_INTERWEAVE
+        dim = int(self.iw.dim) if self.n_iw else 1
+        uw = int(self.iw.innov_width) if self.n_iw else 1
+        nb = p.n if self.n_iw else 1
+        self.iw_u = np.zeros((nb, uw))
+        self.iw_xp = np.zeros((nb, rw))
+        self.iw_tp = np.zeros((nb, p.d))
+        self.iw_Tp = np.zeros(p.d)
+        self.iw_v = np.zeros(dim)
+        self.iw_vp = np.zeros(dim)
+        self.iw_thp = np.zeros_like(self.theta)
+        self.iw_z = np.zeros(dim)
+        self.iw_f = np.array([math.log(0.1), 0.44 if dim == 1 else 0.3])
+        self.iw_i = np.zeros(4, dtype=np.int64)
+        self.iw_mean = np.zeros(dim)
+        self.iw_m2 = np.zeros((dim, dim))
+        self.iw_chol = np.eye(dim)
 
     @property
     def it(self) -> int:
@@ -347,7 +580,11 @@ class CompiledChain:
                self.log_u, self.accept, self.record_counts, self.sweep_counts, self.rng,
                int(n_iter), int(self.warmup), int(self.thin), float(p.log_const),
                int(self.recompute_every), self.store_theta, self.store_rate, self.store_min,
-               self.store_log_eta, self.ictr, self.fctr)
+               self.store_log_eta, self.ictr, self.fctr, self.iw.innovations,
+               self.iw.from_innovations, self.iw.to_free, self.iw.from_free,
+               self.iw.log_target, self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
+               self.iw_v, self.iw_vp, self.iw_thp, self.iw_z, self.iw_f, self.iw_i,
+               self.iw_mean, self.iw_m2, self.iw_chol)
 
     def extend(self, extra: int) -> None:
         """Room for ``extra`` more draws (run-until-converged rounds)."""
@@ -367,7 +604,14 @@ class CompiledChain:
                 "accept_rate": self.store_rate[:j].copy(), "accept_min": self.store_min[:j].copy(),
                 "log_eta": self.store_log_eta[:j].copy(),
                 "record_counts": self.record_counts.copy(), "post_sweeps": self.post_sweeps(),
-                "n_stored": j, "it": self.it}
+                "n_stored": j, "it": self.it, "interweave": self._iw_summary()}
+
+    def _iw_summary(self) -> dict | None:
+        if not self.n_iw:
+            return None
+        prop, acc = int(self.iw_i[2]), int(self.iw_i[3])
+        return {"accept_rate": acc / prop if prop else math.nan,
+                "scale": math.exp(float(self.iw_f[0])), "chol": self.iw_chol.copy()}
 
 
 # ============================================================================================
@@ -407,6 +651,10 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
     cm = getter() if callable(getter) else None
     if cm is None:
         return unavailable(f"model {type(problem.model).__name__} has no compiled_model()")
+    if getattr(problem, "interweave", 0) and cm.interweave is None:
+        return unavailable(f"model {type(problem.model).__name__} has no compiled interweaving "
+                           f"move (compiled_model().interweave is None); use interweave=False "
+                           f"or fast_path='auto'")
     qget = getattr(problem.query, "compiled_t", None)
     contrib = qget() if callable(qget) else None
     source = "query.compiled_t()"
@@ -464,3 +712,67 @@ def _validate(problem, fast: FastPath, m: int = 32) -> None:
         raise IncompatibleError(f"{name}: compiled update produced an invalid parameter vector")
     if not math.isfinite(float(p.log_const)):
         raise IncompatibleError("non-finite mechanism constant")
+    if getattr(p, "interweave", 0) and cm.interweave is not None:
+        _validate_interweave(p, fast, params, recs, vrng)
+
+
+def _validate_interweave(p, fast: FastPath, params, recs, vrng) -> None:
+    """The compiled non-centred functions against the model's Python ones: the round trip
+    ``g(theta, u(x)) = x``, the records ``g(theta*, u)`` at a moved theta*, the free
+    coordinates and differences of the log target."""
+    civ = fast.cm.interweave
+    model = p.model
+    name = type(model).__name__
+    m = recs.shape[0]
+    rw = int(fast.cm.record_width)
+    theta = pack_params(params, p.shapes)
+    r2 = np.ascontiguousarray(np.asarray(recs, dtype=np.float64).reshape(m, rw))
+    u = np.zeros((m, int(civ.innov_width)))
+    civ.innovations(theta.copy(), r2, u, vrng)
+    back = np.zeros((m, rw))
+    civ.from_innovations(theta.copy(), u, back)
+    if not np.allclose(back, r2, rtol=1e-9, atol=1e-9):
+        raise IncompatibleError(f"{name}: compiled from_innovations(innovations(x)) does not "
+                                f"reproduce the records x")
+
+    def py_free(prm):
+        if p.iw_free:
+            return np.asarray(model.interweave_to_free(prm), dtype=np.float64).ravel()
+        return np.concatenate([np.asarray(prm[k], dtype=np.float64).ravel()
+                               for k in p.iw_names])
+
+    def py_target(prm):
+        lp = float(model.log_prior(prm))
+        return lp + float(model.interweave_log_jacobian(prm)) if p.iw_free else lp
+
+    v = np.zeros(int(civ.dim))
+    civ.to_free(theta.copy(), v)
+    if v.shape != py_free(params).shape or not np.allclose(v, py_free(params), rtol=1e-9,
+                                                           atol=1e-12):
+        raise IncompatibleError(f"{name}: compiled interweave free coordinates disagree with "
+                                f"the Python ones")
+    vp = v + 0.01 * vrng.standard_normal(v.shape[0])
+    thp = np.zeros_like(theta)
+    civ.from_free(theta.copy(), vp, thp)
+    if p.iw_free:
+        prm_p = model.interweave_from_free(params, vp)
+    else:
+        prm_p = dict(params)
+        off = 0
+        for k, size in zip(p.iw_names, p.iw_sizes):
+            prm_p[k] = vp[off:off + size].reshape(p.shapes[k])
+            off += size
+    if not np.allclose(thp, pack_params(prm_p, p.shapes), rtol=1e-9, atol=1e-12):
+        raise IncompatibleError(f"{name}: compiled interweave from_free disagrees with Python")
+    want = py_target(prm_p) - py_target(params)
+    got = float(civ.log_target(thp)) - float(civ.log_target(theta.copy()))
+    if math.isfinite(want) and not math.isclose(want, got, rel_tol=1e-7, abs_tol=1e-7):
+        raise IncompatibleError(f"{name}: compiled interweave log_target differences disagree "
+                                f"with log_prior ({got} vs {want})")
+    u_py = u.reshape(m) if civ.innov_width == 1 else u.copy()   # the Python layout
+    want_x = np.asarray(model.from_innovations(prm_p, u_py), dtype=np.float64).reshape(m, rw)
+    xp = np.zeros((m, rw))
+    civ.from_innovations(thp, u, xp)
+    if not np.allclose(xp, want_x, rtol=1e-9, atol=1e-9):
+        raise IncompatibleError(f"{name}: compiled from_innovations disagrees with the Python "
+                                f"one at a moved parameter")

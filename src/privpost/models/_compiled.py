@@ -24,22 +24,52 @@ from numba import njit
 from privpost.models import _numeric as nm
 
 try:  # the protocol's container lives with the DA-MCMC engine
-    from privpost.inference._damcmc_fast import CompiledModel
+    from privpost.inference._damcmc_fast import CompiledInterweave, CompiledModel
 except ImportError:  # pragma: no cover - engine absent: no fast path
-    CompiledModel = None
+    CompiledModel = CompiledInterweave = None
 
 _CACHE: dict = {}
 
 
 def _cached(key, build):
+    """``build() -> (update, simulate, record_width[, interweave])`` where ``interweave`` is
+    ``(dim, innov_width, innovations, from_innovations, to_free, from_free, log_target)``."""
     if CompiledModel is None:
         return None
     cm = _CACHE.get(key)
     if cm is None:
-        upd, sim, width = build()
-        cm = CompiledModel(record_width=width, update=upd, simulate=sim)
+        upd, sim, width, *rest = build()
+        iw = CompiledInterweave(*rest[0]) if rest and rest[0] is not None else None
+        cm = CompiledModel(record_width=width, update=upd, simulate=sim, interweave=iw)
         _CACHE[key] = cm
     return cm
+
+
+# ---- non-centred protocol helpers: scalar parameter theta[0] moved in its own coordinate -----
+@njit(cache=True, nogil=True)
+def _first_to_free(theta, v):
+    v[0] = theta[0]
+
+
+@njit(cache=True, nogil=True)
+def _first_from_free(theta, v, out):
+    for a in range(theta.shape[0]):
+        out[a] = theta[a]
+    out[0] = v[0]
+
+
+@njit(cache=True, nogil=True)
+def _two_to_free(theta, v):
+    v[0] = theta[0]
+    v[1] = theta[1]
+
+
+@njit(cache=True, nogil=True)
+def _two_from_free(theta, v, out):
+    for a in range(theta.shape[0]):
+        out[a] = theta[a]
+    out[0] = v[0]
+    out[1] = v[1]
 
 
 def _colsum(records):
@@ -66,7 +96,28 @@ def beta_bernoulli(a: float, b: float):
             for r in range(out.shape[0]):
                 out[r, 0] = 1.0 if rng.random() < th else 0.0
 
-        return update, simulate, 1
+        @njit(nogil=True)
+        def innovations(theta, records, u, rng):
+            t = theta[0]
+            for i in range(records.shape[0]):
+                r = rng.random()
+                u[i, 0] = r * t if records[i, 0] == 1.0 else t + r * (1.0 - t)
+
+        @njit(nogil=True)
+        def from_innovations(theta, u, out):
+            t = theta[0]
+            for i in range(u.shape[0]):
+                out[i, 0] = 1.0 if u[i, 0] < t else 0.0
+
+        @njit(nogil=True)
+        def log_target(theta):
+            t = theta[0]
+            if not 0.0 < t < 1.0:
+                return -np.inf
+            return (a - 1.0) * math.log(t) + (b - 1.0) * math.log1p(-t)
+
+        return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
+                                     _first_from_free, log_target)
 
     return _cached(("beta-bernoulli", a, b), build)
 
@@ -100,7 +151,27 @@ def exponential_gamma(shape: float, rate: float):
             for r in range(out.shape[0]):
                 out[r, 0] = rng.standard_exponential() * inv
 
-        return update, simulate, 1
+        @njit(nogil=True)
+        def innovations(theta, records, u, rng):
+            lam = theta[0]
+            for i in range(records.shape[0]):
+                u[i, 0] = lam * records[i, 0]
+
+        @njit(nogil=True)
+        def from_innovations(theta, u, out):
+            lam = theta[0]
+            for i in range(u.shape[0]):
+                out[i, 0] = u[i, 0] / lam
+
+        @njit(nogil=True)
+        def log_target(theta):
+            lam = theta[0]
+            if not lam > 0:
+                return -np.inf
+            return (shape - 1.0) * math.log(lam) - rate * lam
+
+        return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
+                                     _first_from_free, log_target)
 
     return _cached(("exponential-gamma", shape, rate), build)
 
@@ -123,7 +194,25 @@ def normal_known_variance(mu0: float, tau0: float, sigma: float):
             for r in range(out.shape[0]):
                 out[r, 0] = mu + sigma * rng.standard_normal()
 
-        return update, simulate, 1
+        @njit(nogil=True)
+        def innovations(theta, records, u, rng):
+            mu = theta[0]
+            for i in range(records.shape[0]):
+                u[i, 0] = (records[i, 0] - mu) / sigma
+
+        @njit(nogil=True)
+        def from_innovations(theta, u, out):
+            mu = theta[0]
+            for i in range(u.shape[0]):
+                out[i, 0] = mu + sigma * u[i, 0]
+
+        @njit(nogil=True)
+        def log_target(theta):
+            z = (theta[0] - mu0) / tau0
+            return -0.5 * z * z
+
+        return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
+                                     _first_from_free, log_target)
 
     return _cached(("normal-known-variance", mu0, tau0, sigma), build)
 
@@ -156,7 +245,31 @@ def normal_inverse_gamma(mu0: float, kappa0: float, alpha0: float, beta0: float)
             for r in range(out.shape[0]):
                 out[r, 0] = mu + sd * rng.standard_normal()
 
-        return update, simulate, 1
+        @njit(nogil=True)
+        def innovations(theta, records, u, rng):
+            mu = theta[0]
+            sd = math.sqrt(theta[1])
+            for i in range(records.shape[0]):
+                u[i, 0] = (records[i, 0] - mu) / sd
+
+        @njit(nogil=True)
+        def from_innovations(theta, u, out):
+            mu = theta[0]
+            sd = math.sqrt(theta[1])
+            for i in range(u.shape[0]):
+                out[i, 0] = mu + sd * u[i, 0]
+
+        @njit(nogil=True)
+        def log_target(theta):
+            s2 = theta[1]
+            if not s2 > 0:
+                return -np.inf
+            d = theta[0] - mu0
+            return (-0.5 * kappa0 * d * d / s2 - 0.5 * math.log(s2)
+                    - (alpha0 + 1.0) * math.log(s2) - beta0 / s2)
+
+        return update, simulate, 1, (2, 1, innovations, from_innovations, _two_to_free,
+                                     _two_from_free, log_target)
 
     return _cached(("normal-inverse-gamma", mu0, kappa0, alpha0, beta0), build)
 
@@ -191,7 +304,58 @@ def dirichlet_categorical(alpha: np.ndarray):
                     j += 1
                 out[r, 0] = float(j)
 
-        return update, simulate, 1
+        @njit(nogil=True)
+        def innovations(theta, records, u, rng):
+            c = np.cumsum(theta[:k])
+            for i in range(records.shape[0]):
+                x = int(records[i, 0])
+                hi = c[x]
+                lo = c[x - 1] if x > 0 else 0.0
+                w = min(lo + (1.0 - rng.random()) * (hi - lo), hi)
+                u[i, 0] = w if w > lo else hi
+
+        @njit(nogil=True)
+        def from_innovations(theta, u, out):
+            c = np.cumsum(theta[:k])
+            for i in range(u.shape[0]):
+                w = u[i, 0]
+                j = np.searchsorted(c, w)     # side="left": min{j : c_j >= w}
+                out[i, 0] = float(min(j, k - 1))
+
+        @njit(nogil=True)
+        def to_free(theta, v):
+            last = math.log(theta[k - 1]) if theta[k - 1] > 0 else -np.inf
+            for j in range(k - 1):
+                lj = math.log(theta[j]) if theta[j] > 0 else -np.inf
+                v[j] = lj - last
+
+        @njit(nogil=True)
+        def from_free(theta, v, out):
+            mx = 0.0
+            for j in range(k - 1):
+                if v[j] > mx:
+                    mx = v[j]
+            s = 0.0
+            for j in range(k - 1):
+                out[j] = math.exp(v[j] - mx)
+                s += out[j]
+            out[k - 1] = math.exp(-mx)
+            s += out[k - 1]
+            for j in range(k):
+                out[j] /= s
+
+        @njit(nogil=True)
+        def log_target(theta):
+            # Dirichlet(alpha) density times the Jacobian prod_j p_j: sum_j alpha_j log p_j
+            out = 0.0
+            for j in range(k):
+                if not theta[j] > 0:
+                    return -np.inf
+                out += alpha[j] * math.log(theta[j])
+            return out
+
+        return update, simulate, 1, (k - 1, 1, innovations, from_innovations, to_free,
+                                     from_free, log_target)
 
     return _cached(("dirichlet-categorical", alpha.tobytes()), build)
 
@@ -300,6 +464,8 @@ def linear_regression(model):
         mvec = np.ascontiguousarray(model.m)
         LS = np.ascontiguousarray(model._LS)
     s_pos = k                      # index of sigma2 in theta (when unknown)
+    dim = k if known else k + 1    # moved entries of the non-centred move: beta (, sigma2)
+    beta0 = np.ascontiguousarray(model.beta0, dtype=np.float64).reshape(k)
     m_pos = k if known else k + 1  # index of m (NIW)
     S_pos = m_pos + p
 
@@ -359,10 +525,64 @@ def linear_regression(model):
                     y += s * theta[a + 1]
                 out[r, p] = y + sd * z[p]
 
-        return update, simulate, k
+        # non-centred protocol (LinearRegression.innovations): u = [x_1..x_p, e] with
+        # e = (y - beta_0 - x beta_{1:p}) / sigma; the move changes beta (and sigma2)
+        @njit(nogil=True)
+        def innovations(theta, records, u, rng):
+            sd = math.sqrt(sigma2 if known else theta[s_pos])
+            for i in range(records.shape[0]):
+                y = records[i, p] - theta[0]
+                for a in range(p):
+                    u[i, a] = records[i, a]
+                    y -= records[i, a] * theta[a + 1]
+                u[i, p] = y / sd
+
+        @njit(nogil=True)
+        def from_innovations(theta, u, out):
+            sd = math.sqrt(sigma2 if known else theta[s_pos])
+            for i in range(u.shape[0]):
+                y = theta[0]
+                for a in range(p):
+                    out[i, a] = u[i, a]
+                    y += u[i, a] * theta[a + 1]
+                out[i, p] = y + sd * u[i, p]
+
+        @njit(nogil=True)
+        def to_free(theta, v):
+            for a in range(dim):
+                v[a] = theta[a]
+
+        @njit(nogil=True)
+        def from_free(theta, v, out):
+            for a in range(theta.shape[0]):
+                out[a] = theta[a]
+            for a in range(dim):
+                out[a] = v[a]
+
+        @njit(nogil=True)
+        def log_target(theta):
+            # log_prior in (beta, sigma2) up to terms of the fixed m, S
+            q = 0.0
+            for a in range(k):
+                da = theta[a] - beta0[a]
+                for b in range(k):
+                    q += da * P0[a, b] * (theta[b] - beta0[b])
+            if known:
+                return -0.5 * q
+            s2 = theta[s_pos]
+            if not s2 > 0:
+                return -np.inf
+            lp = -(a0 + 1.0) * math.log(s2) - b0 / s2
+            if conj:
+                return lp - 0.5 * q / s2 - 0.5 * k * math.log(s2)
+            return lp - 0.5 * q
+
+        return update, simulate, k, (dim, k, innovations, from_innovations, to_free, from_free,
+                                     log_target)
 
     key = ("linear-regression", p, known, sigma2, conj, niw, a0, b0, c0, P0.tobytes(),
-           h0.tobytes(), mvec.tobytes(), LS.tobytes(), mu0.tobytes(), kappa0, nu0, Psi0.tobytes())
+           h0.tobytes(), mvec.tobytes(), LS.tobytes(), mu0.tobytes(), kappa0, nu0, Psi0.tobytes(),
+           beta0.tobytes())
     return _cached(key, build)
 
 
