@@ -386,37 +386,6 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, c
     return moved
 
 
-# no-op stand-ins for models without the compiled non-centred protocol (never called: the
-# driver is given n_iw = 0 with them)
-@njit(cache=True, nogil=True)
-def _no_innovations(theta, records, u, rng):
-    pass
-
-
-@njit(cache=True, nogil=True)
-def _no_from_innovations(theta, u, out):
-    pass
-
-
-@njit(cache=True, nogil=True)
-def _no_to_free(theta, v):
-    pass
-
-
-@njit(cache=True, nogil=True)
-def _no_from_free(theta, v, out):
-    pass
-
-
-@njit(cache=True, nogil=True)
-def _no_log_target(theta):
-    return 0.0
-
-
-NO_INTERWEAVE = CompiledInterweave(0, 1, _no_innovations, _no_from_innovations, _no_to_free,
-                                   _no_from_free, _no_log_target)
-
-
 @njit(nogil=True)
 def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_prop, T, s_obs,
            weight, log_u, accept, record_counts, sweep_counts, rng, n_iter, warmup, thin,
@@ -427,8 +396,9 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
     """Run ``n_iter`` DA-MCMC iterations (Algorithm 1) entirely in compiled code.
 
     ``ictr = [iteration, n_stored]``, ``fctr = [running block minimum, max drift of T]``.
-    With ``n_iw > 0`` every iteration runs ``n_iw`` non-centred theta-moves after ``update``
-    (:func:`_interweave`; adapted while ``iteration < warmup``).
+    With the ``iw_*`` functions of :class:`CompiledInterweave` (``None`` for none: the branch is
+    pruned at compile time) every iteration runs ``n_iw`` non-centred theta-moves after
+    ``update`` (:func:`_interweave`; adapted while ``iteration < warmup``).
     """
     n, d = t_cur.shape
     m = t_prop.shape[0]
@@ -441,7 +411,7 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
         if it == warmup:
             record_counts[:] = 0
         update(theta, records, rng)
-        if n_iw > 0:
+        if iw_innovations is not None:   # pruned at compile time for the centred driver
             _interweave(iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
                         iw_log_target, contrib, n_iw, it < warmup, use_l2, theta, records,
                         t_cur, T, s_obs, weight, rng, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp,
@@ -543,7 +513,7 @@ class CompiledChain:
         # non-centred move (same proposal state as damcmc._IWState)
         civ = fast.cm.interweave
         self.n_iw = int(p.interweave) if civ is not None else 0
-        self.iw = civ if self.n_iw else NO_INTERWEAVE
+        self.iw = civ if self.n_iw else None
         dim = int(self.iw.dim) if self.n_iw else 1
         uw = int(self.iw.innov_width) if self.n_iw else 1
         nb = p.n if self.n_iw else 1
@@ -580,9 +550,8 @@ class CompiledChain:
                self.log_u, self.accept, self.record_counts, self.sweep_counts, self.rng,
                int(n_iter), int(self.warmup), int(self.thin), float(p.log_const),
                int(self.recompute_every), self.store_theta, self.store_rate, self.store_min,
-               self.store_log_eta, self.ictr, self.fctr, self.iw.innovations,
-               self.iw.from_innovations, self.iw.to_free, self.iw.from_free,
-               self.iw.log_target, self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
+               self.store_log_eta, self.ictr, self.fctr, *(self.iw[2:] if self.iw is not None
+                                                          else (None,) * 5), self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
                self.iw_v, self.iw_vp, self.iw_thp, self.iw_z, self.iw_f, self.iw_i,
                self.iw_mean, self.iw_m2, self.iw_chol)
 

@@ -852,7 +852,8 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     interweave : "auto", bool or int
         Non-centred (interweaving, ASIS-style) theta-moves per iteration, after the centred
         ``update``: ``False``/``0`` none, ``True`` one, an int that many. ``"auto"`` (default):
-        one when the model implements the non-centred protocol (BetaBernoulli, PoissonGamma,
+        one (four on the compiled driver, :data:`AUTO_COMPILED_STEPS`) when the model
+        implements the non-centred protocol (BetaBernoulli, PoissonGamma,
         LinearRegression, NormalKnownVariance, NormalInverseGamma, ExponentialGamma,
         DirichletCategorical, ...) and there is no user ``proposal`` (with ``fast_path=True``:
         only when the model also has the compiled move); none otherwise. Each is an
@@ -908,6 +909,7 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         cores = _positive_int(cores, "cores")
     if fast_path not in ("auto", True, False):
         raise PrivpostError(f"fast_path must be 'auto', True or False, got {fast_path!r}")
+    auto_iw = isinstance(interweave, str)
     if isinstance(interweave, str):
         if interweave != "auto":
             raise PrivpostError(f"interweave must be 'auto', False, True or an integer >= 0, "
@@ -926,6 +928,9 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         # step, which the compiled move saves (benchmarks/README.md, "Defaults of damcmc")
         work += float(chains) * total * problem.interweave * _IW_STEP_WORK
     fast = resolve_fast_path(problem, fast_path, work=work)
+    if auto_iw and problem.interweave and fast is not None:
+        # compiled moves cost about one pass over the records each: several per iteration
+        problem.interweave = AUTO_COMPILED_STEPS
     if start not in ("data", "prior"):
         raise PrivpostError(f"start must be 'data' or 'prior', got {start!r}")
     inits = _split_init(init, chains)
@@ -965,8 +970,13 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
                      plan)
 
 
-#: ``fast_path="auto"``: work (in record updates) counted for one NumPy interweaving step.
-_IW_STEP_WORK = 3000.0
+#: ``fast_path="auto"``: work (in record updates) counted for one NumPy interweaving step
+#: (about 0.36 ms on seed 000's regression, i.e. ~3,600 record updates at ~100 ns each).
+_IW_STEP_WORK = 3600.0
+#: ``interweave="auto"`` on the compiled driver: non-centred steps per iteration (on seed 000's
+#: regression the worst-coefficient ESS/s grows up to 4 steps and flattens beyond;
+#: benchmarks/README.md, "Defaults of damcmc"). The generic path keeps 1 step.
+AUTO_COMPILED_STEPS = 4
 
 
 def _compiled_interweave(model) -> bool:

@@ -122,6 +122,122 @@ def beta_bernoulli(a: float, b: float):
     return _cached(("beta-bernoulli", a, b), build)
 
 
+# ---- Poisson CDF for the compiled non-centred move of PoissonGamma ----------------------------
+# F(k) = P(X <= k | lam) = Q(k + 1, lam) and S(k) = 1 - F(k) = P(k + 1, lam) (regularised
+# incomplete gamma). Each is computed directly in the tail where the move uses it (F in the
+# lower tail, k + 1 <= lam + 1: continued fraction for Q; S in the upper tail: series for P), so
+# neither loses relative precision; innovations and from_innovations use the same functions, so
+# the round trip g(lam, u(x)) = x is exact.
+@njit(cache=True, nogil=True)
+def _gamma_p_series(a, x):
+    if x <= 0.0:
+        return 0.0
+    ap = a
+    term = 1.0 / a
+    tot = term
+    for _ in range(100000):
+        ap += 1.0
+        term *= x / ap
+        tot += term
+        if abs(term) < abs(tot) * 1e-17:
+            break
+    return tot * math.exp(-x + a * math.log(x) - math.lgamma(a))
+
+
+@njit(cache=True, nogil=True)
+def _gamma_q_cf(a, x):
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    for i in range(1, 100000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        if abs(d) < tiny:
+            d = tiny
+        c = b + an / c
+        if abs(c) < tiny:
+            c = tiny
+        d = 1.0 / d
+        de = d * c
+        h *= de
+        if abs(de - 1.0) < 1e-16:
+            break
+    return math.exp(-x + a * math.log(x) - math.lgamma(a)) * h
+
+
+@njit(cache=True, nogil=True)
+def _pois_cdf(k, lam):
+    """``F(k) = P(X <= k)``, ``X ~ Poisson(lam)`` (``k >= 0``)."""
+    a = k + 1.0
+    if lam < a + 1.0:
+        return 1.0 - _gamma_p_series(a, lam)
+    return _gamma_q_cf(a, lam)
+
+
+@njit(cache=True, nogil=True)
+def _pois_sf(k, lam):
+    """``S(k) = P(X > k)`` (``k >= 0``)."""
+    a = k + 1.0
+    if lam < a + 1.0:
+        return _gamma_p_series(a, lam)
+    return 1.0 - _gamma_q_cf(a, lam)
+
+
+@njit(cache=True, nogil=True)
+def _norm_ppf(p):
+    """Normal quantile (Acklam's rational approximation, relative error ~1e-9): a first guess."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+         1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+         6.680131188771972e+01, -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+         -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+         3.754408661907416e+00)
+    if p <= 0.0:
+        return -40.0
+    if p >= 1.0:
+        return 40.0
+    if p < 0.02425:
+        q = math.sqrt(-2.0 * math.log(p))
+        return ((((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5])
+                / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0))
+    if p > 1.0 - 0.02425:
+        q = math.sqrt(-2.0 * math.log(1.0 - p))
+        return -((((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5])
+                 / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0))
+    q = p - 0.5
+    r = q * q
+    return ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q
+            / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0))
+
+
+@njit(cache=True, nogil=True)
+def _pois_above(k, lam, lower, ul, wu):
+    """Is ``g(lam, u) <= k``? (``F(k) >= u``, resp. ``S(k) <= w`` in the upper tail)."""
+    if lower:
+        return _pois_cdf(k, lam) >= ul
+    return _pois_sf(k, lam) <= wu
+
+
+@njit(cache=True, nogil=True)
+def _pois_from_innovation(lam, u):
+    lower = u > 0
+    ul = u if lower else 0.5
+    wu = 0.5 if lower else -u
+    z = _norm_ppf(min(ul, 1.0 - 1e-16)) if lower else -_norm_ppf(wu)
+    k = math.floor(lam + math.sqrt(lam) * z + (z * z - 1.0) / 6.0 + 0.5)
+    k = min(max(k, 0.0), 1e15) if k == k else 0.0
+    while not _pois_above(k, lam, lower, ul, wu):
+        k += 1.0
+    while k >= 1.0 and _pois_above(k - 1.0, lam, lower, ul, wu):
+        k -= 1.0
+    return k
+
+
 def poisson_gamma(shape: float, rate: float):
     def build():
         @njit(nogil=True)
@@ -134,7 +250,43 @@ def poisson_gamma(shape: float, rate: float):
             for r in range(out.shape[0]):
                 out[r, 0] = float(rng.poisson(lam))
 
-        return update, simulate, 1
+        # PoissonGamma.innovations: encoded u ~ U(F(x - 1), F(x)) (a value -w < 0 stands for
+        # u = 1 - w in the upper tail); same Generator calls (one U(0, 1] per record)
+        @njit(nogil=True)
+        def innovations(theta, records, u, rng):
+            lam = theta[0]
+            m = records.shape[0]
+            v = np.empty(m)
+            for i in range(m):
+                v[i] = 1.0 - rng.random()
+            for i in range(m):
+                x = records[i, 0]
+                F_lo = _pois_cdf(x - 1.0, lam) if x >= 1 else 0.0
+                if F_lo < 0.5:
+                    F_hi = _pois_cdf(x, lam)
+                    w = min(F_lo + v[i] * (F_hi - F_lo), F_hi)
+                    u[i, 0] = w if w > F_lo else F_hi
+                else:
+                    S_lo = _pois_sf(x - 1.0, lam) if x >= 1 else 1.0
+                    S_hi = _pois_sf(x, lam)
+                    w = max(S_lo - v[i] * (S_lo - S_hi), S_hi)
+                    u[i, 0] = -(w if w < S_lo else S_hi)
+
+        @njit(nogil=True)
+        def from_innovations(theta, u, out):
+            lam = theta[0]
+            for i in range(u.shape[0]):
+                out[i, 0] = _pois_from_innovation(lam, u[i, 0])
+
+        @njit(nogil=True)
+        def log_target(theta):
+            lam = theta[0]
+            if not lam > 0:
+                return -np.inf
+            return (shape - 1.0) * math.log(lam) - rate * lam
+
+        return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
+                                     _first_from_free, log_target)
 
     return _cached(("poisson-gamma", shape, rate), build)
 
