@@ -41,8 +41,8 @@ CONFIGS = {
         dict(interweave=2, fast_path=True, start="prior"),
     "default damcmc, compiled (interweave='auto' -> 4 moves, fast_path=True, start='data')":
         dict(fast_path=True),
-    "default damcmc as called (all defaults: fast_path='auto' -> generic below AUTO_MIN_WORK)":
-        dict(),
+    "default damcmc as called (all defaults; fast_path='auto' picks the compiled driver from "
+    "AUTO_MIN_WORK up)": dict(),
 }
 
 

@@ -7,9 +7,10 @@ Release: n counts ~ Poisson(4) clamped to [0, bound], Laplace noise of scale bou
 clamped sum (small eps: lam | x is much narrower than lam | s_dp, the centred sampler's x-lam
 coupling). Model PoissonGamma(2, 0.5). Per seed, three configurations on the same release and
 seed, one chain, 10 % warm-up: centred generic path (interweave=False, fast_path=False),
-centred compiled driver (interweave=False, fast_path=True), the default as called (a run this
-short takes the generic path: one non-centred move per iteration), and, where the model has the
-compiled move, the compiled driver with one move and with the default's four. ESS = bulk ESS of lam
+centred compiled driver (interweave=False, fast_path=True), the default as called (the compiled
+driver with 4 moves per iteration when the run reaches AUTO_MIN_WORK and the model has the
+compiled move; else the generic path with 1), and, where the model has the compiled move, the
+compiled driver with one move and with the default's four. ESS = bulk ESS of lam
 (privpost.diagnostics). Prints a Markdown table with ESS/iteration, the ratio to the centred
 generic run, and ESS/s.
 
@@ -32,8 +33,7 @@ CONFIGS = {
                                                                   fast_path=False),
     "centred, compiled (interweave=False, fast_path=True)": dict(interweave=False,
                                                                   fast_path=True),
-    "default as called (interweave='auto', fast_path='auto': generic path, 1 move/iteration)":
-        dict(),
+    "default as called (interweave='auto', fast_path='auto')": dict(),
     "compiled interweaving (interweave=1, fast_path=True)": dict(interweave=1, fast_path=True),
     "default on the compiled driver (interweave='auto' -> 4 moves, fast_path=True)":
         dict(fast_path=True),

@@ -12,7 +12,14 @@ functions the sampler needs; the whole chain then runs in one compiled loop
   ``f(. | theta)``);
 * ``query.compiled_t() -> contrib | None`` with ``contrib(records, out) -> None`` (fill ``out``
   ``(m, d)`` with the contributions). Built-in queries without the method get a compiled
-  contribution from this module (:func:`builtin_contrib`).
+  contribution from this module (:func:`builtin_contrib`);
+* optionally ``CompiledModel.interweave`` (:class:`CompiledInterweave`): the model's
+  non-centred protocol compiled, so that the driver runs damcmc's interweaving theta-move
+  itself (:func:`_interweave`, same move and adaptation as the generic path).
+
+The driver receives these functions as first-class function values of fixed signatures
+(``SIG_*``), so its machine code is shared by every model and cached on disk; only the model's
+and the query's own functions compile per process.
 
 Conventions: ``theta`` is a float64 vector, the concatenation of ``params[name].ravel()`` in the
 order of ``model.param_shapes``; ``records`` is a float64 ``(m, record_width)`` C-contiguous
@@ -30,13 +37,49 @@ import warnings
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from privpost.errors import IncompatibleError
 from privpost.inference._kernels import sweep_l1, sweep_l2
 
 __all__ = ["CompiledModel", "CompiledInterweave", "FastPath", "resolve_fast_path", "builtin_contrib", "CompiledChain",
            "pack_params", "unpack_params"]
+
+
+# ---- explicit signatures: the driver takes the model's and the query's functions as
+# first-class function values (``numba.types.FunctionType``), not as dispatchers, so that its
+# machine code does not depend on which functions it is given and is cached on disk
+# (``cache=True``); a dispatcher's own type is the dispatcher object, which no cache can key on.
+_F1 = types.float64[::1]
+_F2 = types.float64[:, ::1]
+_I1 = types.int64[::1]
+_RNG = types.NumPyRandomGeneratorType("NumPyRandomGeneratorType")
+#: ``update(theta, records, rng)`` and ``simulate(theta, out, rng)``
+SIG_UPDATE = SIG_SIMULATE = types.void(_F1, _F2, _RNG)
+#: ``contrib(records, out)``
+SIG_CONTRIB = types.void(_F2, _F2)
+#: ``innovations(theta, records, u, rng)``, ``from_innovations(theta, u, out)``,
+#: ``to_free(theta, v)``, ``from_free(theta, v, out)``, ``log_target(theta) -> float``
+SIG_INNOVATIONS = types.void(_F1, _F2, _F2, _RNG)
+SIG_FROM_INNOVATIONS = types.void(_F1, _F2, _F2)
+SIG_TO_FREE = types.void(_F1, _F1)
+SIG_FROM_FREE = types.void(_F1, _F1, _F1)
+SIG_LOG_TARGET = types.float64(_F1)
+_IW_SIGS = (SIG_INNOVATIONS, SIG_FROM_INNOVATIONS, SIG_TO_FREE, SIG_FROM_FREE, SIG_LOG_TARGET)
+
+
+def as_function(fn, sig):
+    """``fn`` (a Numba dispatcher) compiled for ``sig``, ready to be passed to the driver as a
+    first-class function. Raises :class:`IncompatibleError` when it cannot be."""
+    compile_ = getattr(fn, "compile", None)
+    if not callable(compile_):
+        raise IncompatibleError(f"{fn!r} is not a numba.njit function")
+    try:
+        compile_(sig.args)
+    except Exception as exc:  # noqa: BLE001 - any typing error means "not usable"
+        raise IncompatibleError(f"{getattr(fn, '__name__', fn)!r} does not compile for "
+                                f"{sig}: {str(exc).splitlines()[0]}") from None
+    return fn
 
 
 class CompiledModel(NamedTuple):
@@ -126,7 +169,7 @@ def unpack_params(theta: np.ndarray, shapes: dict) -> dict:
 # ============================================================================================
 
 def _make_clamp(lo: float, hi: float, factor: float):
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def contrib(rec, out):
         for r in range(rec.shape[0]):
             v = rec[r, 0]
@@ -139,7 +182,7 @@ def _make_clamp(lo: float, hi: float, factor: float):
 
 
 def _make_histogram(k: int):
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def contrib(rec, out):
         for r in range(rec.shape[0]):
             for j in range(k):
@@ -156,7 +199,7 @@ def _make_regression(lo: np.ndarray, hi: np.ndarray, iu0: np.ndarray, iu1: np.nd
     q = lo.shape[0]          # p + 1 fields: x_1..x_p, y
     ne = iu0.shape[0]
 
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def contrib(rec, out):
         xt = np.empty(q)
         for r in range(rec.shape[0]):
@@ -186,7 +229,7 @@ def _make_naive_bayes(offsets: np.ndarray, levels: np.ndarray, d: int):
     of every feature table (NaiveBayesCounts' ``(k, i, j)`` row-major layout)."""
     K = levels.shape[0]
 
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def contrib(rec, out):
         for r in range(rec.shape[0]):
             for j in range(d):
@@ -327,7 +370,7 @@ def _chol(A):
     return L
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def _interweave(innovations, from_innovations, to_free, from_free, log_target, contrib, n_steps,
                 adapting, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp, Tp,
                 v, vp, thp, z, iw_f, iw_i, mean, m2, chol):
@@ -386,7 +429,30 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, c
     return moved
 
 
-@njit(nogil=True)
+def _drive_sig(with_iw: bool):
+    ft = types.FunctionType
+    iw = [ft(sig) for sig in _IW_SIGS] if with_iw else [types.none] * 5
+    b1 = types.boolean[::1]
+    return types.void(
+        ft(SIG_UPDATE), ft(SIG_SIMULATE), ft(SIG_CONTRIB), types.boolean,
+        _F1, _F2, _F2, _F2, _F2, _F1, _F1, _F1, _F1, b1, _I1, _I1, _RNG,      # theta .. rng
+        types.int64, types.int64, types.int64, types.float64, types.int64,    # n_iter .. recompute
+        _F2, _F1, _F1, _F1, _I1, _F1,                                         # stores, ictr, fctr
+        *iw, types.int64, _F2, _F2, _F2, _F1, _F1, _F1, _F1, _F1, _F1, _I1, _F1, _F2, _F2)
+
+
+def _driver():
+    """The chain driver compiled for its two signatures (with and without the non-centred
+    move), loaded from Numba's on-disk cache after the first time (any process)."""
+    global _DRIVER
+    if _DRIVER is None:
+        _DRIVER = njit([_drive_sig(False), _drive_sig(True)], cache=True, nogil=True)(_drive)
+    return _DRIVER
+
+
+_DRIVER = None
+
+
 def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_prop, T, s_obs,
            weight, log_u, accept, record_counts, sweep_counts, rng, n_iter, warmup, thin,
            log_const, recompute_every, store_theta, store_rate, store_min, store_log_eta,
@@ -463,11 +529,22 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
 
 
 class FastPath:
-    """A validated compiled model + compiled contribution for one (model, query) pair."""
+    """A validated compiled model + compiled contribution for one (model, query) pair.
+
+    The functions are compiled for the driver's explicit signatures (:func:`as_function`;
+    raises :class:`IncompatibleError` when one does not compile for its signature).
+    """
 
     def __init__(self, cm: CompiledModel, contrib, source: str):
-        self.cm = cm
-        self.contrib = contrib
+        self.cm = cm._replace(update=as_function(cm.update, SIG_UPDATE),
+                              simulate=as_function(cm.simulate, SIG_SIMULATE))
+        if cm.interweave is not None:
+            civ = cm.interweave
+            fns = [as_function(fn, sig) for fn, sig in zip(civ[2:], _IW_SIGS)]
+            self.cm = self.cm._replace(interweave=civ._replace(
+                innovations=fns[0], from_innovations=fns[1], to_free=fns[2], from_free=fns[3],
+                log_target=fns[4]))
+        self.contrib = as_function(contrib, SIG_CONTRIB)
         self.source = source
 
     def warm_up(self, problem) -> None:
@@ -510,6 +587,9 @@ class CompiledChain:
         self.ictr = np.zeros(2, dtype=np.int64)
         self.fctr = np.array([np.inf, 0.0])
         self.recompute_every = recompute_every
+        # writable C-contiguous float64 copies (the driver's explicit signature)
+        self.s_obs = np.array(p.s_obs, dtype=np.float64, order="C")
+        self.weight = np.array(p.weight, dtype=np.float64, order="C").reshape(-1)
         # non-centred move (same proposal state as damcmc._IWState)
         civ = fast.cm.interweave
         self.n_iw = int(p.interweave) if civ is not None else 0
@@ -545,8 +625,8 @@ class CompiledChain:
 
     def advance(self, n_iter: int) -> None:
         p, f = self.p, self.fast
-        _drive(f.cm.update, f.cm.simulate, f.contrib, p.kernel == "l2", self.theta,
-               self.records, self.prop, self.t_cur, self.t_prop, self.T, p.s_obs, p.weight,
+        _driver()(f.cm.update, f.cm.simulate, f.contrib, p.kernel == "l2", self.theta,
+               self.records, self.prop, self.t_cur, self.t_prop, self.T, self.s_obs, self.weight,
                self.log_u, self.accept, self.record_counts, self.sweep_counts, self.rng,
                int(n_iter), int(self.warmup), int(self.thin), float(p.log_const),
                int(self.recompute_every), self.store_theta, self.store_rate, self.store_min,
@@ -589,9 +669,10 @@ class CompiledChain:
 
 #: ``fast_path="auto"`` compiles only runs with at least this much work, counted as
 #: ``chains * iterations * (sweeps_per_iteration * n + 500)`` record updates (500 stands for the
-#: per-iteration overhead): compiling the driver costs a few seconds once per process, which a
-#: shorter run would not repay (the generic path needs no compilation).
-AUTO_MIN_WORK = 5e7
+#: per-iteration overhead; damcmc adds 3,600 per NumPy interweaving step): the driver itself is
+#: cached on disk, but the model's and the query's functions compile once per process (about as
+#: long as this much generic-path work), which a shorter run would not repay.
+AUTO_MIN_WORK = 2e7
 
 
 def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
@@ -624,6 +705,12 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
         return unavailable(f"model {type(problem.model).__name__} has no compiled interweaving "
                            f"move (compiled_model().interweave is None); use interweave=False "
                            f"or fast_path='auto'")
+    if getattr(problem, "interweave", 0):
+        stale = _overridden_below_compiled(problem.model)
+        if stale:
+            return unavailable(f"{type(problem.model).__name__} overrides {', '.join(stale)} "
+                               f"but inherits compiled_model(): its compiled interweaving move "
+                               f"would not be the Python one")
     qget = getattr(problem.query, "compiled_t", None)
     contrib = qget() if callable(qget) else None
     source = "query.compiled_t()"
@@ -632,8 +719,8 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
         source = "built-in"
     if contrib is None:
         return unavailable(f"query {type(problem.query).__name__} has no compiled_t()")
-    fast = FastPath(cm, contrib, source)
     try:
+        fast = FastPath(cm, contrib, source)
         _validate(problem, fast)
     except IncompatibleError as exc:
         if required:
@@ -643,6 +730,29 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
                           stacklevel=3)
         return None
     return fast
+
+
+_IW_METHODS = ("innovations", "from_innovations", "log_prior", "interweave_to_free",
+               "interweave_from_free", "interweave_log_jacobian")
+
+
+def _overridden_below_compiled(model) -> list[str]:
+    """Non-centred protocol methods a subclass redefines below the class that defines
+    ``compiled_model`` (e.g. a deliberately different ``innovations``): the inherited compiled
+    move cannot know them, and a random ``innovations`` cannot be checked by value."""
+    mro = type(model).__mro__
+
+    def owner(name):
+        for k in mro:
+            if name in vars(k):
+                return k
+        return None
+
+    home = owner("compiled_model")
+    if home is None:
+        return []
+    return [nm for nm in _IW_METHODS
+            if (k := owner(nm)) is not None and k is not home and issubclass(k, home)]
 
 
 def _validate(problem, fast: FastPath, m: int = 32) -> None:

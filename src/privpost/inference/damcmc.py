@@ -848,7 +848,10 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         ``log q(x_i | x_i*) - log q(x_i* | x_i)``. ``None``: model proposals (Algorithm 1).
     fast_path : "auto", bool
         Use the fully compiled driver when the model and query implement the compiled protocol
-        (``docs/internals.md``). ``True`` requires it; ``False`` never uses it.
+        (``docs/internals.md``). ``True`` requires it; ``False`` never uses it. ``"auto"``
+        uses it for runs of at least ``_damcmc_fast.AUTO_MIN_WORK`` record updates (the
+        model's compiled functions cost about that much to compile once per process); the
+        choice depends on the arguments only, so the same seed gives the same draws.
     interweave : "auto", bool or int
         Non-centred (interweaving, ASIS-style) theta-moves per iteration, after the centred
         ``update``: ``False``/``0`` none, ``True`` one, an int that many. ``"auto"`` (default):

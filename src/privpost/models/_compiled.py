@@ -10,8 +10,9 @@
 
 Each function draws from the ``Generator`` in the same order as the model's Python ``update`` /
 ``simulate``, so both paths give the same chain for the same seed (up to rounding) -- the tests
-check this. Compiled objects are cached per hyperparameter values (a new configuration costs one
-Numba compilation, about a second).
+check this. Compiled objects are cached per hyperparameter values in the process, and on disk
+(``cache=True``: Numba keys a closure's cache entry on its closed-over values), so a
+hyperparameter set compiles once per machine.
 """
 
 from __future__ import annotations
@@ -85,31 +86,31 @@ _colsum = njit(cache=True, nogil=True)(_colsum)
 # ------------------------------------------------------------------------------ scalar models
 def beta_bernoulli(a: float, b: float):
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             s = _colsum(records)
             theta[0] = rng.beta(a + s, b + records.shape[0] - s)
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             th = theta[0]
             for r in range(out.shape[0]):
                 out[r, 0] = 1.0 if rng.random() < th else 0.0
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def innovations(theta, records, u, rng):
             t = theta[0]
             for i in range(records.shape[0]):
                 r = rng.random()
                 u[i, 0] = r * t if records[i, 0] == 1.0 else t + r * (1.0 - t)
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_innovations(theta, u, out):
             t = theta[0]
             for i in range(u.shape[0]):
                 out[i, 0] = 1.0 if u[i, 0] < t else 0.0
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def log_target(theta):
             t = theta[0]
             if not 0.0 < t < 1.0:
@@ -240,11 +241,11 @@ def _pois_from_innovation(lam, u):
 
 def poisson_gamma(shape: float, rate: float):
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             theta[0] = rng.gamma(shape + _colsum(records), 1.0 / (rate + records.shape[0]))
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             lam = theta[0]
             for r in range(out.shape[0]):
@@ -252,7 +253,7 @@ def poisson_gamma(shape: float, rate: float):
 
         # PoissonGamma.innovations: encoded u ~ U(F(x - 1), F(x)) (a value -w < 0 stands for
         # u = 1 - w in the upper tail); same Generator calls (one U(0, 1] per record)
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def innovations(theta, records, u, rng):
             lam = theta[0]
             m = records.shape[0]
@@ -272,13 +273,13 @@ def poisson_gamma(shape: float, rate: float):
                     w = max(S_lo - v[i] * (S_lo - S_hi), S_hi)
                     u[i, 0] = -(w if w < S_lo else S_hi)
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_innovations(theta, u, out):
             lam = theta[0]
             for i in range(u.shape[0]):
                 out[i, 0] = _pois_from_innovation(lam, u[i, 0])
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def log_target(theta):
             lam = theta[0]
             if not lam > 0:
@@ -293,29 +294,29 @@ def poisson_gamma(shape: float, rate: float):
 
 def exponential_gamma(shape: float, rate: float):
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             theta[0] = rng.gamma(shape + records.shape[0], 1.0 / (rate + _colsum(records)))
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             inv = 1.0 / theta[0]
             for r in range(out.shape[0]):
                 out[r, 0] = rng.standard_exponential() * inv
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def innovations(theta, records, u, rng):
             lam = theta[0]
             for i in range(records.shape[0]):
                 u[i, 0] = lam * records[i, 0]
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_innovations(theta, u, out):
             lam = theta[0]
             for i in range(u.shape[0]):
                 out[i, 0] = u[i, 0] / lam
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def log_target(theta):
             lam = theta[0]
             if not lam > 0:
@@ -333,32 +334,32 @@ def normal_known_variance(mu0: float, tau0: float, sigma: float):
     inv_s2 = 1.0 / sigma ** 2
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             n = records.shape[0]
             prec = prec0 + n * inv_s2
             mean = (mu0 * prec0 + _colsum(records) * inv_s2) / prec
             theta[0] = mean + rng.standard_normal() / math.sqrt(prec)
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             mu = theta[0]
             for r in range(out.shape[0]):
                 out[r, 0] = mu + sigma * rng.standard_normal()
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def innovations(theta, records, u, rng):
             mu = theta[0]
             for i in range(records.shape[0]):
                 u[i, 0] = (records[i, 0] - mu) / sigma
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_innovations(theta, u, out):
             mu = theta[0]
             for i in range(u.shape[0]):
                 out[i, 0] = mu + sigma * u[i, 0]
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def log_target(theta):
             z = (theta[0] - mu0) / tau0
             return -0.5 * z * z
@@ -371,7 +372,7 @@ def normal_known_variance(mu0: float, tau0: float, sigma: float):
 
 def normal_inverse_gamma(mu0: float, kappa0: float, alpha0: float, beta0: float):
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             n = records.shape[0]
             if n == 0:
@@ -390,28 +391,28 @@ def normal_inverse_gamma(mu0: float, kappa0: float, alpha0: float, beta0: float)
             theta[0] = mun + math.sqrt(s2 / kn) * rng.standard_normal()
             theta[1] = s2
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             mu = theta[0]
             sd = math.sqrt(theta[1])
             for r in range(out.shape[0]):
                 out[r, 0] = mu + sd * rng.standard_normal()
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def innovations(theta, records, u, rng):
             mu = theta[0]
             sd = math.sqrt(theta[1])
             for i in range(records.shape[0]):
                 u[i, 0] = (records[i, 0] - mu) / sd
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_innovations(theta, u, out):
             mu = theta[0]
             sd = math.sqrt(theta[1])
             for i in range(u.shape[0]):
                 out[i, 0] = mu + sd * u[i, 0]
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def log_target(theta):
             s2 = theta[1]
             if not s2 > 0:
@@ -432,7 +433,7 @@ def dirichlet_categorical(alpha: np.ndarray):
     k = alpha.shape[0]
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             c = alpha.copy()
             for i in range(records.shape[0]):
@@ -445,7 +446,7 @@ def dirichlet_categorical(alpha: np.ndarray):
             for j in range(k):
                 theta[j] /= s
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             cum = np.cumsum(theta[:k])
             tot = cum[k - 1]
@@ -456,7 +457,7 @@ def dirichlet_categorical(alpha: np.ndarray):
                     j += 1
                 out[r, 0] = float(j)
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def innovations(theta, records, u, rng):
             c = np.cumsum(theta[:k])
             for i in range(records.shape[0]):
@@ -466,7 +467,7 @@ def dirichlet_categorical(alpha: np.ndarray):
                 w = min(lo + (1.0 - rng.random()) * (hi - lo), hi)
                 u[i, 0] = w if w > lo else hi
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_innovations(theta, u, out):
             c = np.cumsum(theta[:k])
             for i in range(u.shape[0]):
@@ -474,14 +475,14 @@ def dirichlet_categorical(alpha: np.ndarray):
                 j = np.searchsorted(c, w)     # side="left": min{j : c_j >= w}
                 out[i, 0] = float(min(j, k - 1))
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def to_free(theta, v):
             last = math.log(theta[k - 1]) if theta[k - 1] > 0 else -np.inf
             for j in range(k - 1):
                 lj = math.log(theta[j]) if theta[j] > 0 else -np.inf
                 v[j] = lj - last
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_free(theta, v, out):
             mx = 0.0
             for j in range(k - 1):
@@ -496,7 +497,7 @@ def dirichlet_categorical(alpha: np.ndarray):
             for j in range(k):
                 out[j] /= s
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def log_target(theta):
             # Dirichlet(alpha) density times the Jacobian prod_j p_j: sum_j alpha_j log p_j
             out = 0.0
@@ -525,7 +526,7 @@ def naive_bayes(n_classes: int, levels: tuple, class_alpha: np.ndarray, alpha_fl
     ncell = alpha_flat.shape[0]
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             cells = alpha_flat.copy()
             cls = class_alpha.copy()
@@ -553,7 +554,7 @@ def naive_bayes(n_classes: int, levels: tuple, class_alpha: np.ndarray, alpha_fl
             for y in range(I):
                 theta[y] /= s
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             cp = np.cumsum(theta[:I])
             cq = np.ones((K, I, Jmax))
@@ -622,7 +623,7 @@ def linear_regression(model):
     S_pos = m_pos + p
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             n = records.shape[0]
             z = np.empty(k)
@@ -655,7 +656,7 @@ def linear_regression(model):
                     for b in range(p):
                         theta[S_pos + a * p + b] = S[a, b]
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             if niw:
                 m = theta[m_pos:m_pos + p].copy()
@@ -679,7 +680,7 @@ def linear_regression(model):
 
         # non-centred protocol (LinearRegression.innovations): u = [x_1..x_p, e] with
         # e = (y - beta_0 - x beta_{1:p}) / sigma; the move changes beta (and sigma2)
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def innovations(theta, records, u, rng):
             sd = math.sqrt(sigma2 if known else theta[s_pos])
             for i in range(records.shape[0]):
@@ -689,7 +690,7 @@ def linear_regression(model):
                     y -= records[i, a] * theta[a + 1]
                 u[i, p] = y / sd
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_innovations(theta, u, out):
             sd = math.sqrt(sigma2 if known else theta[s_pos])
             for i in range(u.shape[0]):
@@ -699,19 +700,19 @@ def linear_regression(model):
                     y += u[i, a] * theta[a + 1]
                 out[i, p] = y + sd * u[i, p]
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def to_free(theta, v):
             for a in range(dim):
                 v[a] = theta[a]
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def from_free(theta, v, out):
             for a in range(theta.shape[0]):
                 out[a] = theta[a]
             for a in range(dim):
                 out[a] = v[a]
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def log_target(theta):
             # log_prior in (beta, sigma2) up to terms of the fixed m, S
             q = 0.0
@@ -766,7 +767,7 @@ def dirichlet(model):
     steps = int(model.slice_steps)
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             n = records.shape[0]
             T = np.zeros(D)
@@ -830,7 +831,7 @@ def dirichlet(model):
             for j in range(D):
                 theta[j] = math.exp(u[j])
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             m = out.shape[0]
             amin = theta[0]
