@@ -301,3 +301,36 @@ def test_poisson_compiled_interweave_is_exact():
     lam = post.draws["lam"]
     assert abs(z_mean(lam, mean)) < K_MCSE and abs(z_sd(lam, sd)) < K_MCSE
     assert abs(z_mean(lam, (shape + s_obs) / (rate + n))) > K_MCSE   # wrong target
+
+
+_CACHE_SCRIPT = """
+import numpy as np
+from privpost.inference.damcmc import run
+from privpost.mechanisms import Laplace
+from privpost.models import BetaBernoulli
+from privpost.queries import Sum
+from privpost.release import Release
+rel = Release(query=Sum(bounds=(0, 1)), mechanism=Laplace(scale=1.0).calibrate(1.0), n=8,
+              observed=np.array([6.7]))
+post = run(BetaBernoulli(2.5, 1.5), rel, draws=5, warmup=2, chains=1, seed=1, progress=False,
+           fast_path=True)
+assert "compiled chain driver" in post.notes[1]
+"""
+
+
+@pytest.mark.slow
+def test_second_process_compiles_nothing(tmp_path):
+    """The driver and the built-in closures are cached on disk: a second process only loads."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_DEBUG_CACHE="1")
+    outs = []
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, res.stderr[-2000:]
+        outs.append(res.stdout + res.stderr)
+    assert "data loaded" in outs[1]
+    assert "data saved" not in outs[1], [ln for ln in outs[1].splitlines() if "saved" in ln]
