@@ -48,10 +48,11 @@ class _BadInnovations(BetaBernoulli):
         return rng.random(np.asarray(records).shape[0])
 
 
-def _run_bb(model, interweave, seed=11, draws=6000):
+def _run_bb(model, interweave, seed=11, draws=6000, fast_path=False):
+    # the generic path's move (tests/test_damcmc_compiled_interweave.py: the compiled one)
     rel = sum_release(N_, S_, Laplace(scale=1.0))
     return run(model, rel, draws=draws, warmup=300, chains=4, seed=seed, cores=1,
-               progress=False, interweave=interweave)
+               progress=False, interweave=interweave, fast_path=fast_path)
 
 
 # ============================================================================================
@@ -189,8 +190,12 @@ def test_same_draws_in_worker_processes():
 
 def test_interweave_options_and_errors():
     rel = sum_release(N_, S_, Laplace(scale=1.0))
+    class _NoCompiledMove(BetaBernoulli):   # BetaBernoulli has the compiled move since #13
+        def compiled_model(self):
+            return super().compiled_model()._replace(interweave=None)
+
     with pytest.raises(IncompatibleError, match="interweav"):
-        run(BetaBernoulli(A_, B_), rel, draws=5, warmup=0, chains=1, progress=False,
+        run(_NoCompiledMove(A_, B_), rel, draws=5, warmup=0, chains=1, progress=False,
             interweave=1, fast_path=True)
     with pytest.raises(PrivpostError, match="interweave"):
         run(BetaBernoulli(A_, B_), rel, draws=5, warmup=0, chains=1, progress=False,

@@ -12,7 +12,14 @@ functions the sampler needs; the whole chain then runs in one compiled loop
   ``f(. | theta)``);
 * ``query.compiled_t() -> contrib | None`` with ``contrib(records, out) -> None`` (fill ``out``
   ``(m, d)`` with the contributions). Built-in queries without the method get a compiled
-  contribution from this module (:func:`builtin_contrib`).
+  contribution from this module (:func:`builtin_contrib`);
+* optionally ``CompiledModel.interweave`` (:class:`CompiledInterweave`): the model's
+  non-centred protocol compiled, so that the driver runs damcmc's interweaving theta-move
+  itself (:func:`_interweave`, same move and adaptation as the generic path).
+
+The driver receives these functions as first-class function values of fixed signatures
+(``SIG_*``), so its machine code is shared by every model and cached on disk; only the model's
+and the query's own functions compile per process.
 
 Conventions: ``theta`` is a float64 vector, the concatenation of ``params[name].ravel()`` in the
 order of ``model.param_shapes``; ``records`` is a float64 ``(m, record_width)`` C-contiguous
@@ -30,13 +37,49 @@ import warnings
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from privpost.errors import IncompatibleError
 from privpost.inference._kernels import sweep_l1, sweep_l2
 
-__all__ = ["CompiledModel", "FastPath", "resolve_fast_path", "builtin_contrib", "CompiledChain",
+__all__ = ["CompiledModel", "CompiledInterweave", "FastPath", "resolve_fast_path", "builtin_contrib", "CompiledChain",
            "pack_params", "unpack_params"]
+
+
+# ---- explicit signatures: the driver takes the model's and the query's functions as
+# first-class function values (``numba.types.FunctionType``), not as dispatchers, so that its
+# machine code does not depend on which functions it is given and is cached on disk
+# (``cache=True``); a dispatcher's own type is the dispatcher object, which no cache can key on.
+_F1 = types.float64[::1]
+_F2 = types.float64[:, ::1]
+_I1 = types.int64[::1]
+_RNG = types.NumPyRandomGeneratorType("NumPyRandomGeneratorType")
+#: ``update(theta, records, rng)`` and ``simulate(theta, out, rng)``
+SIG_UPDATE = SIG_SIMULATE = types.void(_F1, _F2, _RNG)
+#: ``contrib(records, out)``
+SIG_CONTRIB = types.void(_F2, _F2)
+#: ``innovations(theta, records, u, rng)``, ``from_innovations(theta, u, out)``,
+#: ``to_free(theta, v)``, ``from_free(theta, v, out)``, ``log_target(theta) -> float``
+SIG_INNOVATIONS = types.void(_F1, _F2, _F2, _RNG)
+SIG_FROM_INNOVATIONS = types.void(_F1, _F2, _F2)
+SIG_TO_FREE = types.void(_F1, _F1)
+SIG_FROM_FREE = types.void(_F1, _F1, _F1)
+SIG_LOG_TARGET = types.float64(_F1)
+_IW_SIGS = (SIG_INNOVATIONS, SIG_FROM_INNOVATIONS, SIG_TO_FREE, SIG_FROM_FREE, SIG_LOG_TARGET)
+
+
+def as_function(fn, sig):
+    """``fn`` (a Numba dispatcher) compiled for ``sig``, ready to be passed to the driver as a
+    first-class function. Raises :class:`IncompatibleError` when it cannot be."""
+    compile_ = getattr(fn, "compile", None)
+    if not callable(compile_):
+        raise IncompatibleError(f"{fn!r} is not a numba.njit function")
+    try:
+        compile_(sig.args)
+    except Exception as exc:  # noqa: BLE001 - any typing error means "not usable"
+        raise IncompatibleError(f"{getattr(fn, '__name__', fn)!r} does not compile for "
+                                f"{sig}: {str(exc).splitlines()[0]}") from None
+    return fn
 
 
 class CompiledModel(NamedTuple):
@@ -58,6 +101,46 @@ class CompiledModel(NamedTuple):
     record_width: int
     update: Callable[..., Any]
     simulate: Callable[..., Any]
+    interweave: "CompiledInterweave | None" = None
+
+
+class CompiledInterweave(NamedTuple):
+    """Compiled non-centred protocol of a model (``CompiledModel.interweave``): the compiled
+    driver's version of ``innovations`` / ``from_innovations`` / ``log_prior`` (+ the optional
+    free coordinates) that the generic path's interweaving move uses (``docs/internals.md``).
+
+    Attributes
+    ----------
+    dim : int
+        Number of free coordinates ``v`` the random walk moves.
+    innov_width : int
+        Columns of the float64 innovations array ``u`` ``(m, innov_width)``.
+    innovations : dispatcher
+        ``innovations(theta, records, u, rng) -> None``: fill ``u`` with a draw of
+        ``u | x, theta`` (deterministic for continuous records; same Generator calls as the
+        Python ``innovations``).
+    from_innovations : dispatcher
+        ``from_innovations(theta, u, out) -> None``: fill ``out`` ``(m, record_width)`` with the
+        records ``x = g(theta, u)``.
+    to_free : dispatcher
+        ``to_free(theta, v) -> None``: the free coordinates ``v`` ``(dim,)`` of the moved
+        parameters (the moved entries themselves when the model has no free coordinates).
+    from_free : dispatcher
+        ``from_free(theta, v, out) -> None``: ``out`` = ``theta`` with the moved parameters set
+        from ``v`` (the other entries copied).
+    log_target : dispatcher
+        ``log_target(theta) -> float``: ``log_prior(theta) + log |d theta / d v|`` up to an
+        additive constant that does not depend on the moved parameters; ``-inf`` outside the
+        support.
+    """
+
+    dim: int
+    innov_width: int
+    innovations: Callable[..., Any]
+    from_innovations: Callable[..., Any]
+    to_free: Callable[..., Any]
+    from_free: Callable[..., Any]
+    log_target: Callable[..., Any]
 
 
 # ============================================================================================
@@ -86,7 +169,7 @@ def unpack_params(theta: np.ndarray, shapes: dict) -> dict:
 # ============================================================================================
 
 def _make_clamp(lo: float, hi: float, factor: float):
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def contrib(rec, out):
         for r in range(rec.shape[0]):
             v = rec[r, 0]
@@ -99,7 +182,7 @@ def _make_clamp(lo: float, hi: float, factor: float):
 
 
 def _make_histogram(k: int):
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def contrib(rec, out):
         for r in range(rec.shape[0]):
             for j in range(k):
@@ -116,7 +199,7 @@ def _make_regression(lo: np.ndarray, hi: np.ndarray, iu0: np.ndarray, iu1: np.nd
     q = lo.shape[0]          # p + 1 fields: x_1..x_p, y
     ne = iu0.shape[0]
 
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def contrib(rec, out):
         xt = np.empty(q)
         for r in range(rec.shape[0]):
@@ -146,7 +229,7 @@ def _make_naive_bayes(offsets: np.ndarray, levels: np.ndarray, d: int):
     of every feature table (NaiveBayesCounts' ``(k, i, j)`` row-major layout)."""
     K = levels.shape[0]
 
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def contrib(rec, out):
         for r in range(rec.shape[0]):
             for j in range(d):
@@ -206,14 +289,182 @@ def builtin_contrib(query):
 # the compiled chain driver
 # ============================================================================================
 
-@njit(nogil=True)
+# ---- the non-centred (interweaving) theta-move, compiled -----------------------------------
+# Same move, same Generator calls and same warm-up adaptation as the generic path
+# (damcmc.Sampler._interweave and damcmc._IWState): a random walk v* = v + s C z on the model's
+# free coordinates with the innovations u held fixed, accepted with
+# p(v*) eta(s | T(g(theta*, u))) / (p(v) eta(s | T)); s (log_s) and C (chol) adapt during
+# warm-up only and are frozen afterwards, so the post-warm-up kernel is a fixed exact MH kernel.
+# iw_f = [log_s, target acceptance]; iw_i = [adapting steps, switched to the covariance,
+# proposals after warm-up, acceptances after warm-up].
+
+@njit(cache=True, nogil=True)
+def _log_g(T, s_obs, weight, use_l2):
+    out = 0.0
+    for c in range(T.shape[0]):
+        r = s_obs[c] - T[c]
+        if use_l2:
+            out -= weight[c] * r * r
+        else:
+            out -= weight[c] * abs(r)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _iw_adapt(v, alpha, iw_f, iw_i, mean, m2, chol):
+    """One Robbins--Monro / running-covariance step (damcmc._IWState.adapt, compiled)."""
+    dim = v.shape[0]
+    iw_i[0] += 1
+    t = iw_i[0]
+    iw_f[0] += (alpha - iw_f[1]) * min(1.0, 5.0 * float(t) ** -0.6)
+    iw_f[0] = min(max(iw_f[0], -30.0), 10.0)
+    delta = np.empty(dim)
+    for a in range(dim):
+        delta[a] = v[a] - mean[a]
+        mean[a] += delta[a] / t
+    for a in range(dim):
+        for b in range(dim):
+            m2[a, b] += delta[a] * (v[b] - mean[b])
+    if t >= max(20, 5 * dim) and (iw_i[1] == 0 or t % 50 == 0):
+        cov = m2 / (t - 1)
+        tr = 0.0
+        for a in range(dim):
+            tr += cov[a, a]
+        ridge = 1e-10 * max(tr / dim, 1e-300)
+        for a in range(dim):
+            cov[a, a] += ridge
+        L = _chol(cov)
+        anypos = False
+        for a in range(dim):
+            for b in range(dim):
+                if not np.isfinite(L[a, b]):
+                    return
+            if L[a, a] > 0:
+                anypos = True
+        if not anypos:
+            return
+        chol[:, :] = L
+        if iw_i[1] == 0:
+            iw_i[1] = 1
+            iw_f[0] = math.log(2.38 / math.sqrt(dim))
+
+
+@njit(cache=True, nogil=True)
+def _chol(A):
+    k = A.shape[0]
+    L = np.zeros((k, k))
+    for j in range(k):
+        s = A[j, j]
+        for m in range(j):
+            s -= L[j, m] * L[j, m]
+        if not s > 0.0:
+            L[:, :] = np.nan
+            return L
+        d = math.sqrt(s)
+        L[j, j] = d
+        for i in range(j + 1, k):
+            s = A[i, j]
+            for m in range(j):
+                s -= L[i, m] * L[j, m]
+            L[i, j] = s / d
+    return L
+
+
+@njit(cache=True, nogil=True)
+def _interweave(innovations, from_innovations, to_free, from_free, log_target, contrib, n_steps,
+                adapting, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp, Tp,
+                v, vp, thp, z, iw_f, iw_i, mean, m2, chol):
+    """``n_steps`` non-centred MH steps (damcmc.Sampler._interweave, compiled)."""
+    n, d = t_cur.shape
+    dim = v.shape[0]
+    innovations(theta, records, u, rng)
+    to_free(theta, v)
+    lp = log_target(theta)
+    lg = _log_g(T, s_obs, weight, use_l2)
+    moved = False
+    for _ in range(n_steps):
+        for a in range(dim):
+            z[a] = rng.standard_normal()
+        log_v = math.log1p(-rng.random())
+        s = math.exp(iw_f[0])
+        for a in range(dim):
+            acc = 0.0
+            for b in range(dim):
+                acc += chol[a, b] * z[b]
+            vp[a] = v[a] + s * acc
+        from_free(theta, vp, thp)
+        lpp = log_target(thp)
+        alpha = 0.0
+        if lpp > -np.inf:
+            from_innovations(thp, u, xp)
+            contrib(xp, tp)
+            for c in range(d):
+                acc = 0.0
+                for i in range(n):
+                    acc += tp[i, c]
+                Tp[c] = acc
+            lgp = _log_g(Tp, s_obs, weight, use_l2)
+            log_a = lpp - lp + lgp - lg
+            if log_a != log_a:
+                log_a = -np.inf
+            alpha = 1.0 if log_a >= 0 else math.exp(log_a)
+            if log_v < log_a:
+                for a in range(theta.shape[0]):
+                    theta[a] = thp[a]
+                for a in range(dim):
+                    v[a] = vp[a]
+                lp = lpp
+                lg = lgp
+                records[:, :] = xp
+                t_cur[:, :] = tp
+                for c in range(d):
+                    T[c] = Tp[c]
+                moved = True
+                if not adapting:
+                    iw_i[3] += 1
+        if adapting:
+            _iw_adapt(v, alpha, iw_f, iw_i, mean, m2, chol)
+        else:
+            iw_i[2] += 1
+    return moved
+
+
+def _drive_sig(with_iw: bool):
+    ft = types.FunctionType
+    iw = [ft(sig) for sig in _IW_SIGS] if with_iw else [types.none] * 5
+    b1 = types.boolean[::1]
+    return types.void(
+        ft(SIG_UPDATE), ft(SIG_SIMULATE), ft(SIG_CONTRIB), types.boolean,
+        _F1, _F2, _F2, _F2, _F2, _F1, _F1, _F1, _F1, b1, _I1, _I1, _RNG,      # theta .. rng
+        types.int64, types.int64, types.int64, types.float64, types.int64,    # n_iter .. recompute
+        _F2, _F1, _F1, _F1, _I1, _F1,                                         # stores, ictr, fctr
+        *iw, types.int64, _F2, _F2, _F2, _F1, _F1, _F1, _F1, _F1, _F1, _I1, _F1, _F2, _F2)
+
+
+def _driver():
+    """The chain driver compiled for its two signatures (with and without the non-centred
+    move), loaded from Numba's on-disk cache after the first time (any process)."""
+    global _DRIVER
+    if _DRIVER is None:
+        _DRIVER = njit([_drive_sig(False), _drive_sig(True)], cache=True, nogil=True)(_drive)
+    return _DRIVER
+
+
+_DRIVER = None
+
+
 def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_prop, T, s_obs,
            weight, log_u, accept, record_counts, sweep_counts, rng, n_iter, warmup, thin,
            log_const, recompute_every, store_theta, store_rate, store_min, store_log_eta,
-           ictr, fctr):
+           ictr, fctr, iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
+           iw_log_target, n_iw, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp, iw_thp, iw_z, iw_f,
+           iw_i, iw_mean, iw_m2, iw_chol):
     """Run ``n_iter`` DA-MCMC iterations (Algorithm 1) entirely in compiled code.
 
     ``ictr = [iteration, n_stored]``, ``fctr = [running block minimum, max drift of T]``.
+    With the ``iw_*`` functions of :class:`CompiledInterweave` (``None`` for none: the branch is
+    pruned at compile time) every iteration runs ``n_iw`` non-centred theta-moves after
+    ``update`` (:func:`_interweave`; adapted while ``iteration < warmup``).
     """
     n, d = t_cur.shape
     m = t_prop.shape[0]
@@ -226,6 +477,11 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
         if it == warmup:
             record_counts[:] = 0
         update(theta, records, rng)
+        if iw_innovations is not None:   # pruned at compile time for the centred driver
+            _interweave(iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
+                        iw_log_target, contrib, n_iw, it < warmup, use_l2, theta, records,
+                        t_cur, T, s_obs, weight, rng, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp,
+                        iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol)
         simulate(theta, prop, rng)
         contrib(prop, t_prop)
         for r in range(m):
@@ -256,14 +512,7 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
                     store_theta[j, c] = theta[c]
                 store_rate[j] = nacc / m
                 store_min[j] = fctr[0]
-                lg = 0.0
-                for c in range(d):
-                    res = s_obs[c] - T[c]
-                    if use_l2:
-                        lg -= weight[c] * res * res
-                    else:
-                        lg -= weight[c] * abs(res)
-                store_log_eta[j] = log_const + lg
+                store_log_eta[j] = log_const + _log_g(T, s_obs, weight, use_l2)
                 fctr[0] = np.inf
                 ictr[1] = j + 1
         if recompute_every > 0 and (it + 1) % recompute_every == 0:
@@ -280,11 +529,22 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
 
 
 class FastPath:
-    """A validated compiled model + compiled contribution for one (model, query) pair."""
+    """A validated compiled model + compiled contribution for one (model, query) pair.
+
+    The functions are compiled for the driver's explicit signatures (:func:`as_function`;
+    raises :class:`IncompatibleError` when one does not compile for its signature).
+    """
 
     def __init__(self, cm: CompiledModel, contrib, source: str):
-        self.cm = cm
-        self.contrib = contrib
+        self.cm = cm._replace(update=as_function(cm.update, SIG_UPDATE),
+                              simulate=as_function(cm.simulate, SIG_SIMULATE))
+        if cm.interweave is not None:
+            civ = cm.interweave
+            fns = [as_function(fn, sig) for fn, sig in zip(civ[2:], _IW_SIGS)]
+            self.cm = self.cm._replace(interweave=civ._replace(
+                innovations=fns[0], from_innovations=fns[1], to_free=fns[2], from_free=fns[3],
+                log_target=fns[4]))
+        self.contrib = as_function(contrib, SIG_CONTRIB)
         self.source = source
 
     def warm_up(self, problem) -> None:
@@ -327,6 +587,29 @@ class CompiledChain:
         self.ictr = np.zeros(2, dtype=np.int64)
         self.fctr = np.array([np.inf, 0.0])
         self.recompute_every = recompute_every
+        # writable C-contiguous float64 copies (the driver's explicit signature)
+        self.s_obs = np.array(p.s_obs, dtype=np.float64, order="C")
+        self.weight = np.array(p.weight, dtype=np.float64, order="C").reshape(-1)
+        # non-centred move (same proposal state as damcmc._IWState)
+        civ = fast.cm.interweave
+        self.n_iw = int(p.interweave) if civ is not None else 0
+        self.iw = civ if self.n_iw else None
+        dim = int(self.iw.dim) if self.n_iw else 1
+        uw = int(self.iw.innov_width) if self.n_iw else 1
+        nb = p.n if self.n_iw else 1
+        self.iw_u = np.zeros((nb, uw))
+        self.iw_xp = np.zeros((nb, rw))
+        self.iw_tp = np.zeros((nb, p.d))
+        self.iw_Tp = np.zeros(p.d)
+        self.iw_v = np.zeros(dim)
+        self.iw_vp = np.zeros(dim)
+        self.iw_thp = np.zeros_like(self.theta)
+        self.iw_z = np.zeros(dim)
+        self.iw_f = np.array([math.log(0.1), 0.44 if dim == 1 else 0.3])
+        self.iw_i = np.zeros(4, dtype=np.int64)
+        self.iw_mean = np.zeros(dim)
+        self.iw_m2 = np.zeros((dim, dim))
+        self.iw_chol = np.eye(dim)
 
     @property
     def it(self) -> int:
@@ -342,12 +625,15 @@ class CompiledChain:
 
     def advance(self, n_iter: int) -> None:
         p, f = self.p, self.fast
-        _drive(f.cm.update, f.cm.simulate, f.contrib, p.kernel == "l2", self.theta,
-               self.records, self.prop, self.t_cur, self.t_prop, self.T, p.s_obs, p.weight,
+        _driver()(f.cm.update, f.cm.simulate, f.contrib, p.kernel == "l2", self.theta,
+               self.records, self.prop, self.t_cur, self.t_prop, self.T, self.s_obs, self.weight,
                self.log_u, self.accept, self.record_counts, self.sweep_counts, self.rng,
                int(n_iter), int(self.warmup), int(self.thin), float(p.log_const),
                int(self.recompute_every), self.store_theta, self.store_rate, self.store_min,
-               self.store_log_eta, self.ictr, self.fctr)
+               self.store_log_eta, self.ictr, self.fctr, *(self.iw[2:] if self.iw is not None
+                                                          else (None,) * 5), self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
+               self.iw_v, self.iw_vp, self.iw_thp, self.iw_z, self.iw_f, self.iw_i,
+               self.iw_mean, self.iw_m2, self.iw_chol)
 
     def extend(self, extra: int) -> None:
         """Room for ``extra`` more draws (run-until-converged rounds)."""
@@ -367,7 +653,14 @@ class CompiledChain:
                 "accept_rate": self.store_rate[:j].copy(), "accept_min": self.store_min[:j].copy(),
                 "log_eta": self.store_log_eta[:j].copy(),
                 "record_counts": self.record_counts.copy(), "post_sweeps": self.post_sweeps(),
-                "n_stored": j, "it": self.it}
+                "n_stored": j, "it": self.it, "interweave": self._iw_summary()}
+
+    def _iw_summary(self) -> dict | None:
+        if not self.n_iw:
+            return None
+        prop, acc = int(self.iw_i[2]), int(self.iw_i[3])
+        return {"accept_rate": acc / prop if prop else math.nan,
+                "scale": math.exp(float(self.iw_f[0])), "chol": self.iw_chol.copy()}
 
 
 # ============================================================================================
@@ -376,9 +669,10 @@ class CompiledChain:
 
 #: ``fast_path="auto"`` compiles only runs with at least this much work, counted as
 #: ``chains * iterations * (sweeps_per_iteration * n + 500)`` record updates (500 stands for the
-#: per-iteration overhead): compiling the driver costs a few seconds once per process, which a
-#: shorter run would not repay (the generic path needs no compilation).
-AUTO_MIN_WORK = 5e7
+#: per-iteration overhead; damcmc adds 3,600 per NumPy interweaving step): the driver itself is
+#: cached on disk, but the model's and the query's functions compile once per process (about as
+#: long as this much generic-path work), which a shorter run would not repay.
+AUTO_MIN_WORK = 2e7
 
 
 def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
@@ -407,6 +701,16 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
     cm = getter() if callable(getter) else None
     if cm is None:
         return unavailable(f"model {type(problem.model).__name__} has no compiled_model()")
+    if getattr(problem, "interweave", 0) and cm.interweave is None:
+        return unavailable(f"model {type(problem.model).__name__} has no compiled interweaving "
+                           f"move (compiled_model().interweave is None); use interweave=False "
+                           f"or fast_path='auto'")
+    if getattr(problem, "interweave", 0):
+        stale = _overridden_below_compiled(problem.model)
+        if stale:
+            return unavailable(f"{type(problem.model).__name__} overrides {', '.join(stale)} "
+                               f"but inherits compiled_model(): its compiled interweaving move "
+                               f"would not be the Python one")
     qget = getattr(problem.query, "compiled_t", None)
     contrib = qget() if callable(qget) else None
     source = "query.compiled_t()"
@@ -415,8 +719,8 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
         source = "built-in"
     if contrib is None:
         return unavailable(f"query {type(problem.query).__name__} has no compiled_t()")
-    fast = FastPath(cm, contrib, source)
     try:
+        fast = FastPath(cm, contrib, source)
         _validate(problem, fast)
     except IncompatibleError as exc:
         if required:
@@ -426,6 +730,29 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
                           stacklevel=3)
         return None
     return fast
+
+
+_IW_METHODS = ("innovations", "from_innovations", "log_prior", "interweave_to_free",
+               "interweave_from_free", "interweave_log_jacobian")
+
+
+def _overridden_below_compiled(model) -> list[str]:
+    """Non-centred protocol methods a subclass redefines below the class that defines
+    ``compiled_model`` (e.g. a deliberately different ``innovations``): the inherited compiled
+    move cannot know them, and a random ``innovations`` cannot be checked by value."""
+    mro = type(model).__mro__
+
+    def owner(name):
+        for k in mro:
+            if name in vars(k):
+                return k
+        return None
+
+    home = owner("compiled_model")
+    if home is None:
+        return []
+    return [nm for nm in _IW_METHODS
+            if (k := owner(nm)) is not None and k is not home and issubclass(k, home)]
 
 
 def _validate(problem, fast: FastPath, m: int = 32) -> None:
@@ -464,3 +791,67 @@ def _validate(problem, fast: FastPath, m: int = 32) -> None:
         raise IncompatibleError(f"{name}: compiled update produced an invalid parameter vector")
     if not math.isfinite(float(p.log_const)):
         raise IncompatibleError("non-finite mechanism constant")
+    if getattr(p, "interweave", 0) and cm.interweave is not None:
+        _validate_interweave(p, fast, params, recs, vrng)
+
+
+def _validate_interweave(p, fast: FastPath, params, recs, vrng) -> None:
+    """The compiled non-centred functions against the model's Python ones: the round trip
+    ``g(theta, u(x)) = x``, the records ``g(theta*, u)`` at a moved theta*, the free
+    coordinates and differences of the log target."""
+    civ = fast.cm.interweave
+    model = p.model
+    name = type(model).__name__
+    m = recs.shape[0]
+    rw = int(fast.cm.record_width)
+    theta = pack_params(params, p.shapes)
+    r2 = np.ascontiguousarray(np.asarray(recs, dtype=np.float64).reshape(m, rw))
+    u = np.zeros((m, int(civ.innov_width)))
+    civ.innovations(theta.copy(), r2, u, vrng)
+    back = np.zeros((m, rw))
+    civ.from_innovations(theta.copy(), u, back)
+    if not np.allclose(back, r2, rtol=1e-9, atol=1e-9):
+        raise IncompatibleError(f"{name}: compiled from_innovations(innovations(x)) does not "
+                                f"reproduce the records x")
+
+    def py_free(prm):
+        if p.iw_free:
+            return np.asarray(model.interweave_to_free(prm), dtype=np.float64).ravel()
+        return np.concatenate([np.asarray(prm[k], dtype=np.float64).ravel()
+                               for k in p.iw_names])
+
+    def py_target(prm):
+        lp = float(model.log_prior(prm))
+        return lp + float(model.interweave_log_jacobian(prm)) if p.iw_free else lp
+
+    v = np.zeros(int(civ.dim))
+    civ.to_free(theta.copy(), v)
+    if v.shape != py_free(params).shape or not np.allclose(v, py_free(params), rtol=1e-9,
+                                                           atol=1e-12):
+        raise IncompatibleError(f"{name}: compiled interweave free coordinates disagree with "
+                                f"the Python ones")
+    vp = v + 0.01 * vrng.standard_normal(v.shape[0])
+    thp = np.zeros_like(theta)
+    civ.from_free(theta.copy(), vp, thp)
+    if p.iw_free:
+        prm_p = model.interweave_from_free(params, vp)
+    else:
+        prm_p = dict(params)
+        off = 0
+        for k, size in zip(p.iw_names, p.iw_sizes):
+            prm_p[k] = vp[off:off + size].reshape(p.shapes[k])
+            off += size
+    if not np.allclose(thp, pack_params(prm_p, p.shapes), rtol=1e-9, atol=1e-12):
+        raise IncompatibleError(f"{name}: compiled interweave from_free disagrees with Python")
+    want = py_target(prm_p) - py_target(params)
+    got = float(civ.log_target(thp)) - float(civ.log_target(theta.copy()))
+    if math.isfinite(want) and not math.isclose(want, got, rel_tol=1e-7, abs_tol=1e-7):
+        raise IncompatibleError(f"{name}: compiled interweave log_target differences disagree "
+                                f"with log_prior ({got} vs {want})")
+    u_py = u.reshape(m) if civ.innov_width == 1 else u.copy()   # the Python layout
+    want_x = np.asarray(model.from_innovations(prm_p, u_py), dtype=np.float64).reshape(m, rw)
+    xp = np.zeros((m, rw))
+    civ.from_innovations(thp, u, xp)
+    if not np.allclose(xp, want_x, rtol=1e-9, atol=1e-9):
+        raise IncompatibleError(f"{name}: compiled from_innovations disagrees with the Python "
+                                f"one at a moved parameter")

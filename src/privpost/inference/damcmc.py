@@ -848,18 +848,25 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         ``log q(x_i | x_i*) - log q(x_i* | x_i)``. ``None``: model proposals (Algorithm 1).
     fast_path : "auto", bool
         Use the fully compiled driver when the model and query implement the compiled protocol
-        (``docs/internals.md``). ``True`` requires it; ``False`` never uses it.
+        (``docs/internals.md``). ``True`` requires it; ``False`` never uses it. ``"auto"``
+        uses it for runs of at least ``_damcmc_fast.AUTO_MIN_WORK`` record updates (the
+        model's compiled functions cost about that much to compile once per process); the
+        choice depends on the arguments only, so the same seed gives the same draws.
     interweave : "auto", bool or int
         Non-centred (interweaving, ASIS-style) theta-moves per iteration, after the centred
         ``update``: ``False``/``0`` none, ``True`` one, an int that many. ``"auto"`` (default):
-        one when the model implements the non-centred protocol (BetaBernoulli,
-        LinearRegression, NormalKnownVariance, NormalInverseGamma, ExponentialGamma) and there is no user
-        ``proposal`` and ``fast_path`` is not ``True``; none otherwise. Each is an
+        one (four on the compiled driver, :data:`AUTO_COMPILED_STEPS`) when the model
+        implements the non-centred protocol (BetaBernoulli, PoissonGamma,
+        LinearRegression, NormalKnownVariance, NormalInverseGamma, ExponentialGamma,
+        DirichletCategorical, ...) and there is no user ``proposal`` (with ``fast_path=True``:
+        only when the model also has the compiled move); none otherwise. Each is an
         exact random-walk MH step on the model's ``interweave_params`` with the records'
         innovations ``u`` held fixed (``x = g(theta, u)``); it needs the model's optional
         protocol ``innovations``/``from_innovations``/``log_prior``/``interweave_params``
         (``docs/internals.md``). The proposal scale and covariance adapt during warm-up only.
-        Runs on the generic path: ``fast_path="auto"`` picks it, ``fast_path=True`` raises.
+        Models whose ``compiled_model()`` has ``interweave`` (the compiled move) run it in the
+        compiled driver (same move, same adaptation); the others on the generic path
+        (``fast_path="auto"`` picks it, ``fast_path=True`` raises).
     start : "data" or "prior"
         Starting values when ``init`` is None. ``"data"`` (default): each chain starts where
         the release puts the mass, dispersed across chains (:mod:`privpost.inference._start`:
@@ -905,26 +912,28 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         cores = _positive_int(cores, "cores")
     if fast_path not in ("auto", True, False):
         raise PrivpostError(f"fast_path must be 'auto', True or False, got {fast_path!r}")
+    auto_iw = isinstance(interweave, str)
     if isinstance(interweave, str):
         if interweave != "auto":
             raise PrivpostError(f"interweave must be 'auto', False, True or an integer >= 0, "
                                 f"got {interweave!r}")
-        interweave = int(proposal is None and fast_path is not True and all(
+        interweave = int(proposal is None and all(
             callable(getattr(model, m, None))
             for m in ("innovations", "from_innovations", "log_prior"))
-            and bool(getattr(model, "interweave_params", ())))
+            and bool(getattr(model, "interweave_params", ()))
+            and (fast_path is not True or _compiled_interweave(model)))
     problem = _Problem(model, release, proposal=proposal,
                        sweeps_per_iteration=sweeps_per_iteration, interweave=interweave)
     total = warmup + draws * thin
     work = float(chains) * total * (problem.k * problem.n + 500)
     if problem.interweave:
-        if fast_path is True:
-            raise IncompatibleError("damcmc fast_path=True: the compiled driver has no "
-                                    "interweaving move; use fast_path='auto' or False with "
-                                    "interweave")
-        fast = None
-    else:
-        fast = resolve_fast_path(problem, fast_path, work=work)
+        # the NumPy interweaving move costs about as much as this many record updates per
+        # step, which the compiled move saves (benchmarks/README.md, "Defaults of damcmc")
+        work += float(chains) * total * problem.interweave * _IW_STEP_WORK
+    fast = resolve_fast_path(problem, fast_path, work=work)
+    if auto_iw and problem.interweave and fast is not None:
+        # compiled moves cost about one pass over the records each: several per iteration
+        problem.interweave = AUTO_COMPILED_STEPS
     if start not in ("data", "prior"):
         raise PrivpostError(f"start must be 'data' or 'prior', got {start!r}")
     inits = _split_init(init, chains)
@@ -962,6 +971,27 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     elapsed = time.perf_counter() - t0
     return _assemble(problem, fast, results, interrupted, opts, chains, elapsed, start_note,
                      plan)
+
+
+#: ``fast_path="auto"``: work (in record updates) counted for one NumPy interweaving step
+#: (about 0.36 ms on seed 000's regression, i.e. ~3,600 record updates at ~100 ns each).
+_IW_STEP_WORK = 3600.0
+#: ``interweave="auto"`` on the compiled driver: non-centred steps per iteration (on seed 000's
+#: regression the worst-coefficient ESS/s grows up to 4 steps and flattens beyond;
+#: benchmarks/README.md, "Defaults of damcmc"). The generic path keeps 1 step.
+AUTO_COMPILED_STEPS = 4
+
+
+def _compiled_interweave(model) -> bool:
+    """Whether ``model.compiled_model()`` carries the compiled non-centred move."""
+    getter = getattr(model, "compiled_model", None)
+    if not callable(getter):
+        return False
+    try:
+        cm = getter()
+    except Exception:  # noqa: BLE001 - a broken compiled protocol means "not available"
+        return False
+    return cm is not None and getattr(cm, "interweave", None) is not None
 
 
 def _run_here(problem, fast, rngs, inits, opts, total, progress, plan=None):

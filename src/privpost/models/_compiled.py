@@ -10,8 +10,9 @@
 
 Each function draws from the ``Generator`` in the same order as the model's Python ``update`` /
 ``simulate``, so both paths give the same chain for the same seed (up to rounding) -- the tests
-check this. Compiled objects are cached per hyperparameter values (a new configuration costs one
-Numba compilation, about a second).
+check this. Compiled objects are cached per hyperparameter values in the process, and on disk
+(``cache=True``: Numba keys a closure's cache entry on its closed-over values), so a
+hyperparameter set compiles once per machine.
 """
 
 from __future__ import annotations
@@ -24,22 +25,52 @@ from numba import njit
 from privpost.models import _numeric as nm
 
 try:  # the protocol's container lives with the DA-MCMC engine
-    from privpost.inference._damcmc_fast import CompiledModel
+    from privpost.inference._damcmc_fast import CompiledInterweave, CompiledModel
 except ImportError:  # pragma: no cover - engine absent: no fast path
-    CompiledModel = None
+    CompiledModel = CompiledInterweave = None
 
 _CACHE: dict = {}
 
 
 def _cached(key, build):
+    """``build() -> (update, simulate, record_width[, interweave])`` where ``interweave`` is
+    ``(dim, innov_width, innovations, from_innovations, to_free, from_free, log_target)``."""
     if CompiledModel is None:
         return None
     cm = _CACHE.get(key)
     if cm is None:
-        upd, sim, width = build()
-        cm = CompiledModel(record_width=width, update=upd, simulate=sim)
+        upd, sim, width, *rest = build()
+        iw = CompiledInterweave(*rest[0]) if rest and rest[0] is not None else None
+        cm = CompiledModel(record_width=width, update=upd, simulate=sim, interweave=iw)
         _CACHE[key] = cm
     return cm
+
+
+# ---- non-centred protocol helpers: scalar parameter theta[0] moved in its own coordinate -----
+@njit(cache=True, nogil=True)
+def _first_to_free(theta, v):
+    v[0] = theta[0]
+
+
+@njit(cache=True, nogil=True)
+def _first_from_free(theta, v, out):
+    for a in range(theta.shape[0]):
+        out[a] = theta[a]
+    out[0] = v[0]
+
+
+@njit(cache=True, nogil=True)
+def _two_to_free(theta, v):
+    v[0] = theta[0]
+    v[1] = theta[1]
+
+
+@njit(cache=True, nogil=True)
+def _two_from_free(theta, v, out):
+    for a in range(theta.shape[0]):
+        out[a] = theta[a]
+    out[0] = v[0]
+    out[1] = v[1]
 
 
 def _colsum(records):
@@ -55,52 +86,245 @@ _colsum = njit(cache=True, nogil=True)(_colsum)
 # ------------------------------------------------------------------------------ scalar models
 def beta_bernoulli(a: float, b: float):
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             s = _colsum(records)
             theta[0] = rng.beta(a + s, b + records.shape[0] - s)
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             th = theta[0]
             for r in range(out.shape[0]):
                 out[r, 0] = 1.0 if rng.random() < th else 0.0
 
-        return update, simulate, 1
+        @njit(cache=True, nogil=True)
+        def innovations(theta, records, u, rng):
+            t = theta[0]
+            for i in range(records.shape[0]):
+                r = rng.random()
+                u[i, 0] = r * t if records[i, 0] == 1.0 else t + r * (1.0 - t)
+
+        @njit(cache=True, nogil=True)
+        def from_innovations(theta, u, out):
+            t = theta[0]
+            for i in range(u.shape[0]):
+                out[i, 0] = 1.0 if u[i, 0] < t else 0.0
+
+        @njit(cache=True, nogil=True)
+        def log_target(theta):
+            t = theta[0]
+            if not 0.0 < t < 1.0:
+                return -np.inf
+            return (a - 1.0) * math.log(t) + (b - 1.0) * math.log1p(-t)
+
+        return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
+                                     _first_from_free, log_target)
 
     return _cached(("beta-bernoulli", a, b), build)
 
 
+# ---- Poisson CDF for the compiled non-centred move of PoissonGamma ----------------------------
+# F(k) = P(X <= k | lam) = Q(k + 1, lam) and S(k) = 1 - F(k) = P(k + 1, lam) (regularised
+# incomplete gamma). Each is computed directly in the tail where the move uses it (F in the
+# lower tail, k + 1 <= lam + 1: continued fraction for Q; S in the upper tail: series for P), so
+# neither loses relative precision; innovations and from_innovations use the same functions, so
+# the round trip g(lam, u(x)) = x is exact.
+@njit(cache=True, nogil=True)
+def _gamma_p_series(a, x):
+    if x <= 0.0:
+        return 0.0
+    ap = a
+    term = 1.0 / a
+    tot = term
+    for _ in range(100000):
+        ap += 1.0
+        term *= x / ap
+        tot += term
+        if abs(term) < abs(tot) * 1e-17:
+            break
+    return tot * math.exp(-x + a * math.log(x) - math.lgamma(a))
+
+
+@njit(cache=True, nogil=True)
+def _gamma_q_cf(a, x):
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c = 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    for i in range(1, 100000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        if abs(d) < tiny:
+            d = tiny
+        c = b + an / c
+        if abs(c) < tiny:
+            c = tiny
+        d = 1.0 / d
+        de = d * c
+        h *= de
+        if abs(de - 1.0) < 1e-16:
+            break
+    return math.exp(-x + a * math.log(x) - math.lgamma(a)) * h
+
+
+@njit(cache=True, nogil=True)
+def _pois_cdf(k, lam):
+    """``F(k) = P(X <= k)``, ``X ~ Poisson(lam)`` (``k >= 0``)."""
+    a = k + 1.0
+    if lam < a + 1.0:
+        return 1.0 - _gamma_p_series(a, lam)
+    return _gamma_q_cf(a, lam)
+
+
+@njit(cache=True, nogil=True)
+def _pois_sf(k, lam):
+    """``S(k) = P(X > k)`` (``k >= 0``)."""
+    a = k + 1.0
+    if lam < a + 1.0:
+        return _gamma_p_series(a, lam)
+    return 1.0 - _gamma_q_cf(a, lam)
+
+
+@njit(cache=True, nogil=True)
+def _norm_ppf(p):
+    """Normal quantile (Acklam's rational approximation, relative error ~1e-9): a first guess."""
+    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+         1.383577518672690e+02, -3.066479806614716e+01, 2.506628277459239e+00)
+    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+         6.680131188771972e+01, -1.328068155288572e+01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+         -2.549732539343734e+00, 4.374664141464968e+00, 2.938163982698783e+00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+         3.754408661907416e+00)
+    if p <= 0.0:
+        return -40.0
+    if p >= 1.0:
+        return 40.0
+    if p < 0.02425:
+        q = math.sqrt(-2.0 * math.log(p))
+        return ((((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5])
+                / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0))
+    if p > 1.0 - 0.02425:
+        q = math.sqrt(-2.0 * math.log(1.0 - p))
+        return -((((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5])
+                 / ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0))
+    q = p - 0.5
+    r = q * q
+    return ((((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q
+            / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0))
+
+
+@njit(cache=True, nogil=True)
+def _pois_above(k, lam, lower, ul, wu):
+    """Is ``g(lam, u) <= k``? (``F(k) >= u``, resp. ``S(k) <= w`` in the upper tail)."""
+    if lower:
+        return _pois_cdf(k, lam) >= ul
+    return _pois_sf(k, lam) <= wu
+
+
+@njit(cache=True, nogil=True)
+def _pois_from_innovation(lam, u):
+    lower = u > 0
+    ul = u if lower else 0.5
+    wu = 0.5 if lower else -u
+    z = _norm_ppf(min(ul, 1.0 - 1e-16)) if lower else -_norm_ppf(wu)
+    k = math.floor(lam + math.sqrt(lam) * z + (z * z - 1.0) / 6.0 + 0.5)
+    k = min(max(k, 0.0), 1e15) if k == k else 0.0
+    while not _pois_above(k, lam, lower, ul, wu):
+        k += 1.0
+    while k >= 1.0 and _pois_above(k - 1.0, lam, lower, ul, wu):
+        k -= 1.0
+    return k
+
+
 def poisson_gamma(shape: float, rate: float):
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             theta[0] = rng.gamma(shape + _colsum(records), 1.0 / (rate + records.shape[0]))
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             lam = theta[0]
             for r in range(out.shape[0]):
                 out[r, 0] = float(rng.poisson(lam))
 
-        return update, simulate, 1
+        # PoissonGamma.innovations: encoded u ~ U(F(x - 1), F(x)) (a value -w < 0 stands for
+        # u = 1 - w in the upper tail); same Generator calls (one U(0, 1] per record)
+        @njit(cache=True, nogil=True)
+        def innovations(theta, records, u, rng):
+            lam = theta[0]
+            m = records.shape[0]
+            v = np.empty(m)
+            for i in range(m):
+                v[i] = 1.0 - rng.random()
+            for i in range(m):
+                x = records[i, 0]
+                F_lo = _pois_cdf(x - 1.0, lam) if x >= 1 else 0.0
+                if F_lo < 0.5:
+                    F_hi = _pois_cdf(x, lam)
+                    w = min(F_lo + v[i] * (F_hi - F_lo), F_hi)
+                    u[i, 0] = w if w > F_lo else F_hi
+                else:
+                    S_lo = _pois_sf(x - 1.0, lam) if x >= 1 else 1.0
+                    S_hi = _pois_sf(x, lam)
+                    w = max(S_lo - v[i] * (S_lo - S_hi), S_hi)
+                    u[i, 0] = -(w if w < S_lo else S_hi)
+
+        @njit(cache=True, nogil=True)
+        def from_innovations(theta, u, out):
+            lam = theta[0]
+            for i in range(u.shape[0]):
+                out[i, 0] = _pois_from_innovation(lam, u[i, 0])
+
+        @njit(cache=True, nogil=True)
+        def log_target(theta):
+            lam = theta[0]
+            if not lam > 0:
+                return -np.inf
+            return (shape - 1.0) * math.log(lam) - rate * lam
+
+        return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
+                                     _first_from_free, log_target)
 
     return _cached(("poisson-gamma", shape, rate), build)
 
 
 def exponential_gamma(shape: float, rate: float):
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             theta[0] = rng.gamma(shape + records.shape[0], 1.0 / (rate + _colsum(records)))
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             inv = 1.0 / theta[0]
             for r in range(out.shape[0]):
                 out[r, 0] = rng.standard_exponential() * inv
 
-        return update, simulate, 1
+        @njit(cache=True, nogil=True)
+        def innovations(theta, records, u, rng):
+            lam = theta[0]
+            for i in range(records.shape[0]):
+                u[i, 0] = lam * records[i, 0]
+
+        @njit(cache=True, nogil=True)
+        def from_innovations(theta, u, out):
+            lam = theta[0]
+            for i in range(u.shape[0]):
+                out[i, 0] = u[i, 0] / lam
+
+        @njit(cache=True, nogil=True)
+        def log_target(theta):
+            lam = theta[0]
+            if not lam > 0:
+                return -np.inf
+            return (shape - 1.0) * math.log(lam) - rate * lam
+
+        return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
+                                     _first_from_free, log_target)
 
     return _cached(("exponential-gamma", shape, rate), build)
 
@@ -110,27 +334,45 @@ def normal_known_variance(mu0: float, tau0: float, sigma: float):
     inv_s2 = 1.0 / sigma ** 2
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             n = records.shape[0]
             prec = prec0 + n * inv_s2
             mean = (mu0 * prec0 + _colsum(records) * inv_s2) / prec
             theta[0] = mean + rng.standard_normal() / math.sqrt(prec)
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             mu = theta[0]
             for r in range(out.shape[0]):
                 out[r, 0] = mu + sigma * rng.standard_normal()
 
-        return update, simulate, 1
+        @njit(cache=True, nogil=True)
+        def innovations(theta, records, u, rng):
+            mu = theta[0]
+            for i in range(records.shape[0]):
+                u[i, 0] = (records[i, 0] - mu) / sigma
+
+        @njit(cache=True, nogil=True)
+        def from_innovations(theta, u, out):
+            mu = theta[0]
+            for i in range(u.shape[0]):
+                out[i, 0] = mu + sigma * u[i, 0]
+
+        @njit(cache=True, nogil=True)
+        def log_target(theta):
+            z = (theta[0] - mu0) / tau0
+            return -0.5 * z * z
+
+        return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
+                                     _first_from_free, log_target)
 
     return _cached(("normal-known-variance", mu0, tau0, sigma), build)
 
 
 def normal_inverse_gamma(mu0: float, kappa0: float, alpha0: float, beta0: float):
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             n = records.shape[0]
             if n == 0:
@@ -149,14 +391,38 @@ def normal_inverse_gamma(mu0: float, kappa0: float, alpha0: float, beta0: float)
             theta[0] = mun + math.sqrt(s2 / kn) * rng.standard_normal()
             theta[1] = s2
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             mu = theta[0]
             sd = math.sqrt(theta[1])
             for r in range(out.shape[0]):
                 out[r, 0] = mu + sd * rng.standard_normal()
 
-        return update, simulate, 1
+        @njit(cache=True, nogil=True)
+        def innovations(theta, records, u, rng):
+            mu = theta[0]
+            sd = math.sqrt(theta[1])
+            for i in range(records.shape[0]):
+                u[i, 0] = (records[i, 0] - mu) / sd
+
+        @njit(cache=True, nogil=True)
+        def from_innovations(theta, u, out):
+            mu = theta[0]
+            sd = math.sqrt(theta[1])
+            for i in range(u.shape[0]):
+                out[i, 0] = mu + sd * u[i, 0]
+
+        @njit(cache=True, nogil=True)
+        def log_target(theta):
+            s2 = theta[1]
+            if not s2 > 0:
+                return -np.inf
+            d = theta[0] - mu0
+            return (-0.5 * kappa0 * d * d / s2 - 0.5 * math.log(s2)
+                    - (alpha0 + 1.0) * math.log(s2) - beta0 / s2)
+
+        return update, simulate, 1, (2, 1, innovations, from_innovations, _two_to_free,
+                                     _two_from_free, log_target)
 
     return _cached(("normal-inverse-gamma", mu0, kappa0, alpha0, beta0), build)
 
@@ -167,7 +433,7 @@ def dirichlet_categorical(alpha: np.ndarray):
     k = alpha.shape[0]
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             c = alpha.copy()
             for i in range(records.shape[0]):
@@ -180,7 +446,7 @@ def dirichlet_categorical(alpha: np.ndarray):
             for j in range(k):
                 theta[j] /= s
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             cum = np.cumsum(theta[:k])
             tot = cum[k - 1]
@@ -191,7 +457,58 @@ def dirichlet_categorical(alpha: np.ndarray):
                     j += 1
                 out[r, 0] = float(j)
 
-        return update, simulate, 1
+        @njit(cache=True, nogil=True)
+        def innovations(theta, records, u, rng):
+            c = np.cumsum(theta[:k])
+            for i in range(records.shape[0]):
+                x = int(records[i, 0])
+                hi = c[x]
+                lo = c[x - 1] if x > 0 else 0.0
+                w = min(lo + (1.0 - rng.random()) * (hi - lo), hi)
+                u[i, 0] = w if w > lo else hi
+
+        @njit(cache=True, nogil=True)
+        def from_innovations(theta, u, out):
+            c = np.cumsum(theta[:k])
+            for i in range(u.shape[0]):
+                w = u[i, 0]
+                j = np.searchsorted(c, w)     # side="left": min{j : c_j >= w}
+                out[i, 0] = float(min(j, k - 1))
+
+        @njit(cache=True, nogil=True)
+        def to_free(theta, v):
+            last = math.log(theta[k - 1]) if theta[k - 1] > 0 else -np.inf
+            for j in range(k - 1):
+                lj = math.log(theta[j]) if theta[j] > 0 else -np.inf
+                v[j] = lj - last
+
+        @njit(cache=True, nogil=True)
+        def from_free(theta, v, out):
+            mx = 0.0
+            for j in range(k - 1):
+                if v[j] > mx:
+                    mx = v[j]
+            s = 0.0
+            for j in range(k - 1):
+                out[j] = math.exp(v[j] - mx)
+                s += out[j]
+            out[k - 1] = math.exp(-mx)
+            s += out[k - 1]
+            for j in range(k):
+                out[j] /= s
+
+        @njit(cache=True, nogil=True)
+        def log_target(theta):
+            # Dirichlet(alpha) density times the Jacobian prod_j p_j: sum_j alpha_j log p_j
+            out = 0.0
+            for j in range(k):
+                if not theta[j] > 0:
+                    return -np.inf
+                out += alpha[j] * math.log(theta[j])
+            return out
+
+        return update, simulate, 1, (k - 1, 1, innovations, from_innovations, to_free,
+                                     from_free, log_target)
 
     return _cached(("dirichlet-categorical", alpha.tobytes()), build)
 
@@ -209,7 +526,7 @@ def naive_bayes(n_classes: int, levels: tuple, class_alpha: np.ndarray, alpha_fl
     ncell = alpha_flat.shape[0]
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             cells = alpha_flat.copy()
             cls = class_alpha.copy()
@@ -237,7 +554,7 @@ def naive_bayes(n_classes: int, levels: tuple, class_alpha: np.ndarray, alpha_fl
             for y in range(I):
                 theta[y] /= s
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             cp = np.cumsum(theta[:I])
             cq = np.ones((K, I, Jmax))
@@ -300,11 +617,13 @@ def linear_regression(model):
         mvec = np.ascontiguousarray(model.m)
         LS = np.ascontiguousarray(model._LS)
     s_pos = k                      # index of sigma2 in theta (when unknown)
+    dim = k if known else k + 1    # moved entries of the non-centred move: beta (, sigma2)
+    beta0 = np.ascontiguousarray(model.beta0, dtype=np.float64).reshape(k)
     m_pos = k if known else k + 1  # index of m (NIW)
     S_pos = m_pos + p
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             n = records.shape[0]
             z = np.empty(k)
@@ -337,7 +656,7 @@ def linear_regression(model):
                     for b in range(p):
                         theta[S_pos + a * p + b] = S[a, b]
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             if niw:
                 m = theta[m_pos:m_pos + p].copy()
@@ -359,10 +678,64 @@ def linear_regression(model):
                     y += s * theta[a + 1]
                 out[r, p] = y + sd * z[p]
 
-        return update, simulate, k
+        # non-centred protocol (LinearRegression.innovations): u = [x_1..x_p, e] with
+        # e = (y - beta_0 - x beta_{1:p}) / sigma; the move changes beta (and sigma2)
+        @njit(cache=True, nogil=True)
+        def innovations(theta, records, u, rng):
+            sd = math.sqrt(sigma2 if known else theta[s_pos])
+            for i in range(records.shape[0]):
+                y = records[i, p] - theta[0]
+                for a in range(p):
+                    u[i, a] = records[i, a]
+                    y -= records[i, a] * theta[a + 1]
+                u[i, p] = y / sd
+
+        @njit(cache=True, nogil=True)
+        def from_innovations(theta, u, out):
+            sd = math.sqrt(sigma2 if known else theta[s_pos])
+            for i in range(u.shape[0]):
+                y = theta[0]
+                for a in range(p):
+                    out[i, a] = u[i, a]
+                    y += u[i, a] * theta[a + 1]
+                out[i, p] = y + sd * u[i, p]
+
+        @njit(cache=True, nogil=True)
+        def to_free(theta, v):
+            for a in range(dim):
+                v[a] = theta[a]
+
+        @njit(cache=True, nogil=True)
+        def from_free(theta, v, out):
+            for a in range(theta.shape[0]):
+                out[a] = theta[a]
+            for a in range(dim):
+                out[a] = v[a]
+
+        @njit(cache=True, nogil=True)
+        def log_target(theta):
+            # log_prior in (beta, sigma2) up to terms of the fixed m, S
+            q = 0.0
+            for a in range(k):
+                da = theta[a] - beta0[a]
+                for b in range(k):
+                    q += da * P0[a, b] * (theta[b] - beta0[b])
+            if known:
+                return -0.5 * q
+            s2 = theta[s_pos]
+            if not s2 > 0:
+                return -np.inf
+            lp = -(a0 + 1.0) * math.log(s2) - b0 / s2
+            if conj:
+                return lp - 0.5 * q / s2 - 0.5 * k * math.log(s2)
+            return lp - 0.5 * q
+
+        return update, simulate, k, (dim, k, innovations, from_innovations, to_free, from_free,
+                                     log_target)
 
     key = ("linear-regression", p, known, sigma2, conj, niw, a0, b0, c0, P0.tobytes(),
-           h0.tobytes(), mvec.tobytes(), LS.tobytes(), mu0.tobytes(), kappa0, nu0, Psi0.tobytes())
+           h0.tobytes(), mvec.tobytes(), LS.tobytes(), mu0.tobytes(), kappa0, nu0, Psi0.tobytes(),
+           beta0.tobytes())
     return _cached(key, build)
 
 
@@ -394,7 +767,7 @@ def dirichlet(model):
     steps = int(model.slice_steps)
 
     def build():
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def update(theta, records, rng):
             n = records.shape[0]
             T = np.zeros(D)
@@ -458,7 +831,7 @@ def dirichlet(model):
             for j in range(D):
                 theta[j] = math.exp(u[j])
 
-        @njit(nogil=True)
+        @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
             m = out.shape[0]
             amin = theta[0]
