@@ -730,6 +730,11 @@ def linear_regression(model):
                 return lp - 0.5 * q / s2 - 0.5 * k * math.log(s2)
             return lp - 0.5 * q
 
+        if niw:
+            # the Python move of the NIW variant also moves m and S (innovations [z, e] with
+            # x = m + L z); this compiled move (beta, sigma2 with x held) is a different kernel,
+            # so it is not offered: interweaving then runs on the generic path
+            return update, simulate, k, None
         return update, simulate, k, (dim, k, innovations, from_innovations, to_free, from_free,
                                      log_target)
 
