@@ -455,3 +455,28 @@ def test_naive_bayes_move_alone_leaves_the_prior_invariant_and_missing_jacobian_
 
     assert worst(NaiveBayesLogLinear) < K_MCSE
     assert worst(_no_jacobian(NaiveBayesLogLinear)) > 2 * K_MCSE
+
+
+# ============================================================================================
+# interweave="auto" with a NumPy move but no compiled one: large runs take the compiled driver
+# ============================================================================================
+
+def test_auto_prefers_the_centred_compiled_driver_when_the_move_is_not_compiled(monkeypatch):
+    """Naive Bayes has a NumPy move and a compiled centred driver but no compiled move: below the
+    compiled driver's work threshold "auto" runs the move on the generic path; above it, the
+    centred compiled driver (faster per second, benchmarks/README.md "More non-centred
+    moves"). An explicit interweave=1 keeps the move (and the generic path) either way."""
+    from privpost.inference import _damcmc_fast
+
+    model, rel = _nb_model(), _nb_release()
+    kw = dict(draws=20, warmup=10, chains=1, seed=3, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = run(model, rel, **kw)
+        monkeypatch.setattr(_damcmc_fast, "AUTO_MIN_WORK", 0.0)
+        large = run(model, rel, **kw)
+        forced = run(model, rel, interweave=1, **kw)
+    notes = lambda p: " ".join(p.notes)  # noqa: E731
+    assert "interweaving" in notes(small) and "fully compiled" not in notes(small)
+    assert "interweaving" not in notes(large) and "fully compiled" in notes(large)
+    assert "interweaving" in notes(forced) and "fully compiled" not in notes(forced)
