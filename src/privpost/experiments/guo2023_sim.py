@@ -45,21 +45,27 @@ STUDY_SIZE = {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n":
               "rule_n": (), "rule_epsilon": (), "rule_reps": 0}
 
 
-class DirichletShares:
-    """Factory for a :class:`~privpost.models.Dirichlet` that also declares the derived
-    parameter ``share = alpha / sum(alpha)`` (shape (D,)), so that calibrate reports E[x|alpha];
-    methods run on a plain Dirichlet (see :func:`_with_shares`)."""
+def _dirichlet_shares_class():
+    from privpost.models import Dirichlet
 
-    def __new__(cls, parts: int):
-        from privpost.models import Dirichlet
+    class DirichletShares(Dirichlet):
+        """A :class:`~privpost.models.Dirichlet` that also declares the derived parameter
+        ``share = alpha / sum(alpha)`` (shape (D,)), so that calibrate reports E[x|alpha];
+        methods run on a plain Dirichlet (see :func:`_with_shares`)."""
 
-        class _Shares(Dirichlet):
-            def simulate(self, params, n, rng):
-                return super().simulate({"alpha": params["alpha"]}, n, rng)
+        def __init__(self, parts: int):
+            super().__init__(parts)
+            self.param_shapes = {"alpha": (parts,), "share": (parts,)}
 
-        m = _Shares(parts)
-        m.param_shapes = {"alpha": (parts,), "share": (parts,)}
-        return m
+        def simulate(self, params, n, rng):
+            return super().simulate({"alpha": params["alpha"]}, n, rng)
+
+    DirichletShares.__module__ = __name__
+    DirichletShares.__qualname__ = "DirichletShares"
+    return DirichletShares
+
+
+DirichletShares = _dirichlet_shares_class()
 
 
 def _with_shares(post):
