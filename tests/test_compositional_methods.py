@@ -316,15 +316,15 @@ def _n4_release():
 def quad_weighted():
     from _compositional_exact import weighted_restricted_loglik
 
-    A1, A2, _ = alpha_grid(-4.0, 3.0, 90)
-    right = posterior_means(weighted_restricted_loglik(S_OBS, A_CUT, LAM, W_RE, A1, A2),
-                            A1, A2, 2.0, 1.0)
-    w1 = posterior_means(censored_n1_loglik(S_OBS, A_CUT, LAM, A1, A2, True), A1, A2, 2.0, 1.0)
+    A1, A2, _ = alpha_grid(-4.0, 3.0, 70)
+    ll = weighted_restricted_loglik(S_OBS, A_CUT, LAM, W_RE, A1, A2, nodes=150)
+    right = posterior_means(ll, A1, A2, 2.0, 1.0)
+    w1 = posterior_means(censored_n1_loglik(S_OBS, A_CUT, LAM, A1, A2, True, nodes=150),
+                         A1, A2, 2.0, 1.0)
     # candidate (a): each pseudo-record normalised, Dir(x|alpha)^w / int Dir^w (alpha-marginal
     # = prior x E[Laplace] under the tempered law), on the same support
-    lz = weighted_restricted_loglik(S_OBS, A_CUT, LAM, W_RE, A1, A2, laplace=False)
-    normed = posterior_means(weighted_restricted_loglik(S_OBS, A_CUT, LAM, W_RE, A1, A2) - lz,
-                             A1, A2, 2.0, 1.0)
+    lz = weighted_restricted_loglik(S_OBS, A_CUT, LAM, W_RE, A1, A2, nodes=150, laplace=False)
+    normed = posterior_means(ll - lz, A1, A2, 2.0, 1.0)
     return np.array(right), np.array(w1), np.array(normed)
 
 

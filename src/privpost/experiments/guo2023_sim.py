@@ -186,11 +186,13 @@ def summarise(table, seed: int = 0):
     for (m, n, e), g in per.groupby(["method", "n", "epsilon"]):
         ga, gs = g[g["parameter"] == "alpha"], g[g["parameter"] == "share"]
         reps = len(ga)
+        cov_se = float(ga["covered"].std(ddof=1) / np.sqrt(reps)) if reps > 1 else float("nan")
         out.append({"method": m, "n": int(n), "epsilon": float(e),
-                    "mse_alpha": float(ga["mse"].median()), "mse_alpha_se": _median_se(ga["mse"], rng),
-                    "mse_share": float(gs["mse"].median()), "mse_share_se": _median_se(gs["mse"], rng),
-                    "coverage": float(ga["covered"].mean()),
-                    "coverage_se": float(ga["covered"].std(ddof=1) / np.sqrt(reps)) if reps > 1 else float("nan"),
+                    "mse_alpha": float(ga["mse"].median()),
+                    "mse_alpha_se": _median_se(ga["mse"], rng),
+                    "mse_share": float(gs["mse"].median()),
+                    "mse_share_se": _median_se(gs["mse"], rng),
+                    "coverage": float(ga["covered"].mean()), "coverage_se": cov_se,
                     "width": float(ga["width"].mean()), "cov_share": float(gs["covered"].mean()),
                     "seconds": float(ga["seconds"].mean()), "reps": reps})
     return pd.DataFrame(out)

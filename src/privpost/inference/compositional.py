@@ -221,8 +221,9 @@ def run_dpmcmc(model, release, *, prior: str = "p1", seed=None, prior_draws: int
 
 
 # ----------------------------------------------------------------------------------- DPreMCMC
-#: DPreMCMC targets: ``"uncensored"`` (default) = model (5) with the pseudo-records restricted to
-#: ``min_j x_j >= a`` (proper); ``"seed"`` = model (5) as printed (improper for some alpha_j <= 1 - 1/w)
+#: DPreMCMC targets: ``"uncensored"`` (default) = model (5) with the pseudo-records restricted
+#: to ``min_j x_j >= a`` (proper); ``"seed"`` = model (5) as printed (improper for some
+#: ``alpha_j <= 1 - 1/w``)
 DPREMCMC_SUPPORTS = ("uncensored", "seed")
 
 
