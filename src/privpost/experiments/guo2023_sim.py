@@ -39,7 +39,7 @@ SIM_METHODS = {
 
 #: the size run for EXPERIMENTS.md §8.2 (``--size study``)
 STUDY_SIZE = {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
-              "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 4,
+              "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 3,
               "methods": ("DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5", "DPapproxp1"),
               "draws": 300, "warmup": 300, "prior_draws": 300, "rule_alphas": (),
               "rule_n": (), "rule_epsilon": (), "rule_reps": 0}
