@@ -372,3 +372,25 @@ def test_dpremcmc_support_option_validated_and_seed_variant_warns():
     post = pp.infer(Dirichlet(3), rs, method="dpremcmc", draws=50, warmup=50, chains=1,
                     seed=1, progress=False)
     assert any("restricted to min_j x_j >= a" in str(n) for n in post.notes)
+
+
+def test_dpapprox_moves_at_eps_1e10():
+    """At eps = 1e10 (noise ~ 0) DPapprox's posterior is the CLT posterior given s_L = S_0(D, a):
+    its sd must match the non-private posterior's (the sampler used to freeze there: numpy's
+    Wald draw is nan when its mean overflows, and a move-less warm-up gave a zero covariance)."""
+    import warnings
+
+    rng = np.random.default_rng(8)
+    x = rng.dirichlet([2.2, 3.3, 4.4], 2000)
+    rs = dpss_release(x, 0.25e10, 0.75e10, seed=rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ap = pp.infer(Dirichlet(3), rs, method="dpapprox", draws=400, warmup=300, chains=1,
+                      seed=1, progress=False)
+        ex = pp.infer(Dirichlet(3), None, method="nonprivate", records=x, draws=400,
+                      warmup=300, chains=1, seed=2, progress=False)
+    sd_ap = ap.draws["alpha"].reshape(-1, 3).std(0)
+    sd_ex = ex.draws["alpha"].reshape(-1, 3).std(0)
+    assert np.all(sd_ap > 0.6 * sd_ex) and np.all(sd_ap < 1.6 * sd_ex), (sd_ap, sd_ex)
+    m_ap, m_ex = ap.draws["alpha"].reshape(-1, 3).mean(0), ex.draws["alpha"].reshape(-1, 3).mean(0)
+    assert np.all(np.abs(m_ap - m_ex) < 1.0 * sd_ex), (m_ap, m_ex, sd_ex)
