@@ -77,3 +77,22 @@ def clt_model6_loglik(s, lam, N, A1, A2, half_width=None, m=121, divide_by_n=Tru
     mx = v.max(axis=1, keepdims=True)
     out = mx[:, 0] + np.log(np.exp(v - mx).sum(axis=1) * (g[1] - g[0]) ** 2)
     return out.reshape(A1.shape)
+
+
+def weighted_restricted_loglik(s, a, lam, w, A1, A2, nodes=400, floor=True, laplace=True):
+    """log of the DPreMCMC (model (5), b = 1) alpha-marginal for d = 2:
+    ``int Beta(x | alpha)^w Lap(s | (log max(x, a), log max(1 - x, a))) dx`` over
+    ``x in [a, 1 - a]`` (``floor=True``, the default 'uncensored' support) -- the pseudo-record
+    density is NOT normalised (the alpha-dependence of ``B(alpha)^-w`` is kept, as in (5))."""
+    g, wts = np.polynomial.legendre.leggauss(nodes)
+    lo, hi = (a, 1 - a) if floor else (1e-12, 1 - 1e-12)
+    x = lo + (hi - lo) * (g + 1) / 2
+    wts = wts * (hi - lo) / 2
+    lx, l1x = np.log(np.maximum(x, a)), np.log(np.maximum(1 - x, a))
+    lap = (-(np.abs(s[0] - lx) + np.abs(s[1] - l1x)) / lam - 2 * np.log(2 * lam)) if laplace \
+        else 0.0                                     # laplace=False: log int Beta^w (normaliser)
+    lb = w * ((A1[..., None] - 1) * np.log(x) + (A2[..., None] - 1) * np.log1p(-x)
+              - betaln(A1, A2)[..., None])
+    v = lb + lap
+    mx = v.max(axis=-1, keepdims=True)
+    return mx[..., 0] + np.log(np.exp(v - mx) @ wts)

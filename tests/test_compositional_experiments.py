@@ -49,6 +49,8 @@ def test_simulation_study_runs_through_calibrate(tmp_path):
                        {"workers": 1, "scheduler": None, "progress": False}))
     methods = {r[1] for r in rep.headline["rows"]}
     assert methods == {"Boots", "MCMCp1", "DPBoots", "DPMCMCp1", "DPABCp5"}
+    assert all(np.isfinite(r[6]) and r[6] >= 0 for r in rep.headline["rows"])   # MSE(E[x])
+    assert "median MSE(E[x])" in rep.markdown
     assert (tmp_path / "runs" / "alpha1" / "calibration.csv").exists()
     assert "guo2023-compositional" in REPRODUCTIONS
     assert "| alpha2 | 1000 | 0.5 | printed | 0.01 | 1 |" in rep.markdown
@@ -79,3 +81,33 @@ def test_quick_atus_reproduction(tmp_path):
     rep = reproduce("guo2023-atus", quick=True, outdir=tmp_path, progress=False)
     fr = rep.headline["fraction_rejecting"]
     assert fr["Boots"] == [1.0, 0.0, 1.0] and fr["MCMCp1"] == [1.0, 0.0, 1.0]
+
+
+def test_seed_mse_of_alpha_and_of_mean_composition_is_the_average_over_draws():
+    """summarise(): MSE(alpha) and MSE(E[x|alpha]) as the seed defines them (extract §3.2), i.e.
+    (1/S) sum_t ||theta_t - theta_true||^2, from the per-entry mean/sd calibrate stores; the
+    error of the posterior mean alone (a wrong reading) differs."""
+    import pandas as pd
+
+    from privpost.experiments.guo2023_sim import summarise
+
+    rng = np.random.default_rng(0)
+    truth = np.array([2.2, 3.3, 4.4])
+    rows, direct = [], {"alpha": [], "share": []}
+    for r in range(3):
+        a = rng.gamma(20.0, truth / 20.0, size=(400, 3))
+        for name, draws, t in (("alpha", a, truth),
+                               ("share", a / a.sum(1, keepdims=True), truth / truth.sum())):
+            direct[name].append(((draws - t) ** 2).sum(1).mean())
+            for j in range(3):
+                rows.append({"method": "m", "n": 10, "epsilon": 1.0, "replicate": r,
+                             "parameter": name, "mean": draws[:, j].mean(),
+                             "sd": draws[:, j].std(ddof=1), "truth": t[j], "draws": 400,
+                             "covered": True, "width": 1.0, "seconds": 0.1})
+    g = summarise(pd.DataFrame(rows)).iloc[0]
+    assert g["mse_alpha"] == pytest.approx(np.median(direct["alpha"]), rel=1e-10)
+    assert g["mse_share"] == pytest.approx(np.median(direct["share"]), rel=1e-10)
+    point = pd.DataFrame(rows).assign(e=lambda d: (d["mean"] - d["truth"]) ** 2)
+    assert abs(point[point.parameter == "alpha"].groupby("replicate")["e"].sum().median()
+               - g["mse_alpha"]) > 0.05 * g["mse_alpha"]
+    assert g["coverage"] == 1.0 and g["reps"] == 3

@@ -300,3 +300,97 @@ def test_cli_infer_with_prior(tmp_path, small_sets):
          "--seed", "1", "--json"])
     assert res.exit_code == 0, res.output
     assert "prior p3" in res.output
+
+
+# ------------------------------------------------------------------ DPreMCMC's proper target
+W_RE, N_RE = 4.0, 4
+
+
+def _n4_release():
+    """A release of n = 4 records with the quadrature's Laplace scale: b = 1 gives w = 4."""
+    q = CensoredLogMean(2, A_CUT, N_RE)
+    return Release(q, Laplace(scale=LAM).calibrate(q.sensitivity()), N_RE, S_OBS)
+
+
+@pytest.fixture(scope="module")
+def quad_weighted():
+    from _compositional_exact import weighted_restricted_loglik
+
+    A1, A2, _ = alpha_grid(-4.0, 3.0, 70)
+    ll = weighted_restricted_loglik(S_OBS, A_CUT, LAM, W_RE, A1, A2, nodes=150)
+    right = posterior_means(ll, A1, A2, 2.0, 1.0)
+    w1 = posterior_means(censored_n1_loglik(S_OBS, A_CUT, LAM, A1, A2, True, nodes=150),
+                         A1, A2, 2.0, 1.0)
+    # candidate (a): each pseudo-record normalised, Dir(x|alpha)^w / int Dir^w (alpha-marginal
+    # = prior x E[Laplace] under the tempered law), on the same support
+    lz = weighted_restricted_loglik(S_OBS, A_CUT, LAM, W_RE, A1, A2, nodes=150, laplace=False)
+    normed = posterior_means(ll - lz, A1, A2, 2.0, 1.0)
+    return np.array(right), np.array(w1), np.array(normed)
+
+
+def test_dpremcmc_default_target_matches_quadrature(quad_weighted):
+    """support='uncensored' (default), b = 1, w = 4: the alpha-marginal of model (5) with the
+    pseudo-record restricted to min(x) >= a, by quadrature. Wrong targets that must fail:
+    DPMCMC's (w = 1) and the per-pseudo-record normalised model (candidate (a)). (The sampler
+    without the (w - 1) term happens to land within |z| < 2 of this small case; the (w - 1)
+    term itself is pinned by test_dpremcmc_record_step_has_the_w_minus_1_term.)"""
+    from privpost.inference.compositional import dpremcmc_posterior
+
+    right, w1, normed = quad_weighted
+    prior = Dirichlet(2, prior_shape=2.0, prior_rate=1.0)
+    kw = dict(draws=3000, warmup=300, chains=2, progress=False, cores=1)
+    post, w, floor = dpremcmc_posterior(prior, _n4_release(), 1, seed=21, **kw)
+    assert (w, floor) == (W_RE, A_CUT)
+    z = _zscores(post, right)
+    assert np.all(np.abs(z) < 4), z
+    assert np.abs(_zscores(post, w1)).max() > 6, _zscores(post, w1)   # not DPMCMC's target
+    assert np.abs(_zscores(post, normed)).max() > 6, _zscores(post, normed)
+
+
+def test_dpremcmc_b_equal_n_through_dpremcmc_posterior_is_dpmcmc(quad_refs):
+    """b = n: w = 1, no restriction (floor 0) -- DPMCMC's target, by the same quadrature."""
+    from privpost.inference.compositional import dpremcmc_posterior
+
+    right, wrong = quad_refs
+    post, w, floor = dpremcmc_posterior(Dirichlet(2, prior_shape=2.0, prior_rate=1.0),
+                                        _n1_release(), 1, draws=2000, warmup=200, chains=2,
+                                        seed=23, progress=False, cores=1)
+    assert (w, floor) == (1.0, 0.0)
+    assert np.all(np.abs(_zscores(post, right)) < 4)
+    assert np.abs(_zscores(post, wrong)).max() > 6
+
+
+def test_dpremcmc_support_option_validated_and_seed_variant_warns():
+    rng = np.random.default_rng(4)
+    x = rng.dirichlet([0.5, 0.5, 0.5], 400)
+    rs = dpss_release(x, 0.125, 0.375, seed=rng)
+    with pytest.raises(PrivpostError, match="support"):
+        pp.infer(Dirichlet(3), rs, method="dpremcmc", support="improper")
+    with pytest.warns(UserWarning, match="no joint target"):
+        pp.infer(Dirichlet(3), rs, method="dpremcmc", weight_term=False, draws=50, warmup=50,
+                 chains=1, seed=1, progress=False)
+    post = pp.infer(Dirichlet(3), rs, method="dpremcmc", draws=50, warmup=50, chains=1,
+                    seed=1, progress=False)
+    assert any("restricted to min_j x_j >= a" in str(n) for n in post.notes)
+
+
+def test_dpapprox_moves_at_eps_1e10():
+    """At eps = 1e10 (noise ~ 0) DPapprox's posterior is the CLT posterior given s_L = S_0(D, a):
+    its sd must match the non-private posterior's (the sampler used to freeze there: numpy's
+    Wald draw is nan when its mean overflows, and a move-less warm-up gave a zero covariance)."""
+    import warnings
+
+    rng = np.random.default_rng(8)
+    x = rng.dirichlet([2.2, 3.3, 4.4], 2000)
+    rs = dpss_release(x, 0.25e10, 0.75e10, seed=rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ap = pp.infer(Dirichlet(3), rs, method="dpapprox", draws=400, warmup=300, chains=1,
+                      seed=1, progress=False)
+        ex = pp.infer(Dirichlet(3), None, method="nonprivate", records=x, draws=400,
+                      warmup=300, chains=1, seed=2, progress=False)
+    sd_ap = ap.draws["alpha"].reshape(-1, 3).std(0)
+    sd_ex = ex.draws["alpha"].reshape(-1, 3).std(0)
+    assert np.all(sd_ap > 0.6 * sd_ex) and np.all(sd_ap < 1.6 * sd_ex), (sd_ap, sd_ex)
+    m_ap, m_ex = ap.draws["alpha"].reshape(-1, 3).mean(0), ex.draws["alpha"].reshape(-1, 3).mean(0)
+    assert np.all(np.abs(m_ap - m_ex) < 1.0 * sd_ex), (m_ap, m_ex, sd_ex)

@@ -10,8 +10,15 @@ release of the same records at that total (``eps1 = 0.25 eps``, ``eps2 = 0.75 ep
 CensoredLogMean at a placeholder threshold) is not used by these methods.
 
 Metrics (extract §3.2): coverage of equal-tailed intervals of alpha and their width (from
-calibrate), and the seed's MSE(alpha) averaged over draws,
-``sum_j (mean_j - alpha_j)^2 + sd_j^2 (S-1)/S``.
+calibrate), the seed's MSE(alpha) averaged over draws,
+``sum_j (mean_j - alpha_j)^2 + sd_j^2 (S-1)/S``, and the same for the mean composition
+``E[x | alpha] = alpha / sum(alpha)`` (the seed's MSE(E[x|alpha]); calibrate sees it as a second
+parameter ``share`` of :class:`DirichletShares`, whose draws every wrapped method adds).
+Monte Carlo standard errors over replicates: coverage (sd of the per-replicate coverage /
+sqrt(reps)), and the median MSEs (bootstrap over replicates).
+
+``python -m privpost.experiments.guo2023_sim --size study --out DIR`` runs the size of
+EXPERIMENTS.md §8.2 (between ``--quick`` and ``--full``).
 """
 
 from __future__ import annotations
@@ -25,7 +32,61 @@ ALPHA_SETS = {"alpha1": (3.3, 4.4), "alpha2": (0.5, 0.5, 0.5), "alpha3": (2.2, 3
 SIM_METHODS = {
     "DPBoots": ("dpboots", None, False), "DPMCMCp1": ("dpmcmc", "p1", False),
     "DPreMCMCp4": ("dpremcmc", "p4", True), "DPABCp5": ("dpabc", "p5", True),
-    "DPapproxp1": ("dpapprox", "p1", False)}
+    "DPapproxp1": ("dpapprox", "p1", False),
+    "DPMCMCp4": ("dpmcmc", "p4", True), "DPreMCMCp1": ("dpremcmc", "p1", False),
+    "DPABCp1": ("dpabc", "p1", False), "DPABCp4": ("dpabc", "p4", True),
+    "DPapproxp4": ("dpapprox", "p4", True)}
+
+#: the size run for EXPERIMENTS.md §8.2 (``--size study``)
+STUDY_SIZE = {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
+              "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 3,
+              "methods": ("DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5", "DPapproxp1"),
+              "draws": 300, "warmup": 300, "prior_draws": 300, "rule_alphas": (),
+              "rule_n": (), "rule_epsilon": (), "rule_reps": 0}
+
+
+def _dirichlet_shares_class():
+    from privpost.models import Dirichlet
+
+    class DirichletShares(Dirichlet):
+        """A :class:`~privpost.models.Dirichlet` that also declares the derived parameter
+        ``share = alpha / sum(alpha)`` (shape (D,)), so that calibrate reports E[x|alpha];
+        methods run on a plain Dirichlet (see :func:`_with_shares`)."""
+
+        def __init__(self, parts: int):
+            super().__init__(parts)
+            self.param_shapes = {"alpha": (parts,), "share": (parts,)}
+
+        def simulate(self, params, n, rng):
+            return super().simulate({"alpha": params["alpha"]}, n, rng)
+
+    DirichletShares.__module__ = __name__
+    DirichletShares.__qualname__ = "DirichletShares"
+    return DirichletShares
+
+
+DirichletShares = _dirichlet_shares_class()
+
+
+def _with_shares(post):
+    a = np.asarray(post.draws["alpha"], dtype=np.float64)
+    post.draws["share"] = a / a.sum(axis=-1, keepdims=True)
+    return post
+
+
+def benchmark_method(model, release, *, records, bench: str, seed=None, **options):
+    """The non-private benchmarks (``"boots"``, ``"nonprivate"`` = MCMCp1) on a plain Dirichlet,
+    with ``share`` draws added."""
+    import privpost as pp
+    from privpost.models import Dirichlet
+
+    kw = dict(options)
+    kw.setdefault("progress", False)
+    if bench == "boots":
+        kw.pop("warmup", None)
+        kw.pop("cores", None)
+    return _with_shares(pp.infer(Dirichlet(model.parts), None if bench == "boots" else release,
+                                 method=bench, records=records, seed=seed, **kw))
 
 
 def dpss_method(model, release, *, records, dp_method: str, prior=None, split: bool = False,
@@ -36,7 +97,9 @@ def dpss_method(model, release, *, records, dp_method: str, prior=None, split: b
     import privpost as pp
     from privpost._rng import as_generator
     from privpost.compositional import dpss_release
+    from privpost.models import Dirichlet
 
+    model = Dirichlet(model.parts)
     rng = as_generator(seed)
     eps = float(release.mechanism.epsilon)
     rset = dpss_release(records, eps1_share * eps, (1 - eps1_share) * eps,
@@ -57,7 +120,7 @@ def dpss_method(model, release, *, records, dp_method: str, prior=None, split: b
         post = pp.infer(model, rset, method=method, seed=rng, **kw)
     post.notes.append(f"calibration wrapper: DPss release of the replicate's records at total "
                       f"eps = {eps:g} (eps1 = {eps1_share * eps:g})")
-    return post
+    return _with_shares(post)
 
 
 def threshold_rule_table(alphas, ns, epsilons, reps: int, seed: int, eps2_share: float = 0.75):
@@ -93,11 +156,52 @@ def threshold_rule_table(alphas, ns, epsilons, reps: int, seed: int, eps2_share:
     return rows
 
 
+def _median_se(x, rng, B: int = 200) -> float:
+    """Bootstrap standard error of the median of ``x`` (over replicates)."""
+    x = np.asarray(x, dtype=float)
+    if x.size < 2:
+        return float("nan")
+    idx = rng.integers(0, x.size, size=(B, x.size))
+    return float(np.median(x[idx], axis=1).std(ddof=1))
+
+
+def summarise(table, seed: int = 0):
+    """Per (method, n, eps) metrics from calibrate's tidy table (one level).
+
+    Returns a DataFrame with ``mse_alpha`` (median over replicates of the seed's MSE(alpha),
+    averaged over draws) and its bootstrap se, ``mse_share`` (same for E[x|alpha]) and se,
+    ``coverage`` / ``coverage_se`` (90% intervals of alpha_j, averaged over j; se from the
+    per-replicate coverage), ``width`` (mean width), ``cov_share`` (coverage of E[x]_j),
+    ``seconds`` (mean per replicate), ``reps``.
+    """
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    S = table["draws"]
+    t = table.assign(mse=(table["mean"] - table["truth"]) ** 2 + table["sd"] ** 2 * (S - 1) / S)
+    per = t.groupby(["method", "n", "epsilon", "replicate", "parameter"]).agg(
+        mse=("mse", "sum"), covered=("covered", "mean"), width=("width", "mean"),
+        seconds=("seconds", "first")).reset_index()
+    out = []
+    for (m, n, e), g in per.groupby(["method", "n", "epsilon"]):
+        ga, gs = g[g["parameter"] == "alpha"], g[g["parameter"] == "share"]
+        reps = len(ga)
+        cov_se = float(ga["covered"].std(ddof=1) / np.sqrt(reps)) if reps > 1 else float("nan")
+        out.append({"method": m, "n": int(n), "epsilon": float(e),
+                    "mse_alpha": float(ga["mse"].median()),
+                    "mse_alpha_se": _median_se(ga["mse"], rng),
+                    "mse_share": float(gs["mse"].median()),
+                    "mse_share_se": _median_se(gs["mse"], rng),
+                    "coverage": float(ga["covered"].mean()), "coverage_se": cov_se,
+                    "width": float(ga["width"].mean()), "cov_share": float(gs["covered"].mean()),
+                    "seconds": float(ga["seconds"].mean()), "reps": reps})
+    return pd.DataFrame(out)
+
+
 def run_sim(ctx):
     """Runner for :func:`privpost.experiments.reproduce.reproduce`."""
     from privpost.experiments.reproduce import (ReproductionReport, _md_table, _settings_md,
                                                 _study)
-    from privpost.models import Dirichlet
     from privpost.queries import CensoredLogMean
 
     s = ctx.settings
@@ -105,55 +209,90 @@ def run_sim(ctx):
     for key in s["alphas"]:
         alpha = np.array(ALPHA_SETS[key])
         D = alpha.size
-        model = Dirichlet(D)
-        methods = {"MCMCp1": {"method": "nonprivate", "draws": s["draws"],
-                              "warmup": s["warmup"]},
-                   "Boots": {"method": "boots", "draws": s["draws"]}}
+        model = DirichletShares(D)
+        methods = {"MCMCp1": {"method": benchmark_method, "bench": "nonprivate",
+                              "draws": s["draws"], "warmup": s["warmup"]},
+                   "Boots": {"method": benchmark_method, "bench": "boots", "draws": s["draws"]}}
         for lab in s["methods"]:
             meth, prior, split = SIM_METHODS[lab]
             methods[lab] = {"method": dpss_method, "dp_method": meth, "prior": prior,
                             "split": split, "draws": s["draws"]}
             if meth in ("dpmcmc", "dpremcmc", "dpapprox"):
                 methods[lab]["warmup"] = s["warmup"]
-            if meth in ("dpremcmc", "dpabc"):
+            if prior in ("p2", "p3", "p4", "p5"):
                 methods[lab]["prior_draws"] = s["prior_draws"]
         res = _study(ctx, key, model, CensoredLogMean(D, 1e-3, max(s["n"])),
                      {"type": "laplace", "epsilon": 1.0}, methods=methods, n=list(s["n"]),
                      epsilon=list(s["epsilon"]), replicates=s["replicates"], levels=(0.9,),
-                     params={"alpha": alpha}, parameters=("alpha",), mmd_reference=None,
+                     params={"alpha": alpha, "share": alpha / alpha.sum()},
+                     parameters=("alpha", "share"), mmd_reference=None,
                      diagnostics=False, figures=False)
-        t = res.table
-        S = t["draws"]
-        t = t.assign(mse=(t["mean"] - t["truth"]) ** 2 + t["sd"] ** 2 * (S - 1) / S)
-        g = t.groupby(["method", "n", "epsilon", "replicate"]).agg(
-            mse=("mse", "sum"), covered=("covered", "mean"), width=("width", "mean"))
-        g = g.groupby(["method", "n", "epsilon"]).agg(
-            mse_median=("mse", "median"), coverage=("covered", "mean"), width=("width", "mean"),
-            reps=("mse", "size")).reset_index()
+        g = summarise(res.table, ctx.seed)
         tables[key] = g
         for _, r in g.iterrows():
             rows.append([key, r["method"], int(r["n"]), float(r["epsilon"]),
-                         float(r["mse_median"]), float(r["coverage"]), float(r["width"]),
-                         int(r["reps"])])
-    rule_rows = threshold_rule_table(s["rule_alphas"], s["rule_n"], s["rule_epsilon"],
-                                     s["rule_reps"], ctx.seed)
+                         float(r["mse_alpha"]), float(r["mse_alpha_se"]),
+                         float(r["mse_share"]), float(r["mse_share_se"]),
+                         float(r["coverage"]), float(r["coverage_se"]), float(r["width"]),
+                         float(r["cov_share"]), float(r["seconds"]), int(r["reps"])])
     md = ["# Guo, Barrientos & Peña (seed 002): simulation study (Sec. 4.1)", "",
           _settings_md(ctx), "",
           "Each DP method runs on its own DPss release of the replicate's records at total ε "
           "(ε1 = 0.25 ε, ε2 = 0.75 ε; split n1 = 0.25 n for p4/p5); threshold rule 'prose'. "
-          "MSE(α) is the seed's: averaged over draws, so it includes the posterior spread; "
-          "median over replicates. Coverage: 90% equal-tailed intervals of each α_j, averaged "
-          "over j and replicates (the seed reports no coverage of α; its figures have no "
-          "numbers).", "",
-          _md_table(["α", "method", "n", "ε", "median MSE(α)", "coverage 90%", "mean width",
-                     "reps"], rows), "",
-          "## Threshold rules (extract §2.3, §3.6.5)", "",
-          f"{s['rule_reps']} simulated data sets per (α, n); the same noisy score (ε2 = 0.75 ε) "
-          "under the three rules. 'censored' = expected share of censored entries at the modal "
-          "a.", "",
-          _md_table(["α", "n", "ε", "rule", "modal a", "share of reps", "censored"],
-                    rule_rows)]
+          "MSE(α) and MSE(E[x]) are the seed's: averaged over draws, so they include the "
+          "posterior spread; median over replicates (± bootstrap se). Coverage: 90% "
+          "equal-tailed intervals of each α_j, averaged over j and replicates (± se over "
+          "replicates); 'cov E[x]' the same for E[x]_j. Boots and MCMCp1 do not depend on ε "
+          "(re-run per cell on the same records).", "",
+          _md_table(["α", "method", "n", "ε", "median MSE(α)", "se", "median MSE(E[x])", "se",
+                     "coverage 90%", "se", "mean width", "cov E[x]", "s/rep", "reps"], rows)]
+    if s.get("rule_reps"):
+        rule_rows = threshold_rule_table(s["rule_alphas"], s["rule_n"], s["rule_epsilon"],
+                                         s["rule_reps"], ctx.seed)
+        md += ["", "## Threshold rules (extract §2.3, §3.6.5)", "",
+               f"{s['rule_reps']} simulated data sets per (α, n); the same noisy score "
+               "(ε2 = 0.75 ε) under the three rules. 'censored' = expected share of censored "
+               "entries at the modal a.", "",
+               _md_table(["α", "n", "ε", "rule", "modal a", "share of reps", "censored"],
+                         rule_rows)]
     return ReproductionReport(ctx.name, ctx.size, ctx.outdir, ctx.outdir / "report.md",
                               "\n".join(md), tables=tables, figures=[],
                               headline={"rows": rows})
 
+
+def main(argv=None):
+    """``python -m privpost.experiments.guo2023_sim --size study|quick|full --out DIR
+    [--workers N] [--alphas alpha1,alpha3] [--replicates R]``."""
+    import argparse
+    from pathlib import Path
+
+    from privpost.experiments.reproduce import REPRODUCTIONS, _Ctx
+
+    ap = argparse.ArgumentParser(prog="python -m privpost.experiments.guo2023_sim")
+    ap.add_argument("--size", default="study", choices=("study", "quick", "full"))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--alphas", default=None)
+    ap.add_argument("--replicates", type=int, default=None)
+    ap.add_argument("--methods", default=None)
+    ap.add_argument("--seed", type=int, default=2024)
+    args = ap.parse_args(argv)
+    rep = REPRODUCTIONS["guo2023-compositional"]
+    settings = dict(STUDY_SIZE if args.size == "study" else rep.sizes[args.size])
+    if args.alphas:
+        settings["alphas"] = tuple(args.alphas.split(","))
+    if args.replicates:
+        settings["replicates"] = args.replicates
+    if args.methods:
+        settings["methods"] = tuple(args.methods.split(","))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = _Ctx(name="guo2023-compositional", size=args.size, settings=settings, outdir=out,
+               seed=args.seed, run={"workers": args.workers, "scheduler": None, "progress": False})
+    report = run_sim(ctx)
+    (out / "report.md").write_text(report.markdown + "\n")
+    print(report.markdown)
+
+
+if __name__ == "__main__":
+    main()

@@ -35,7 +35,8 @@ from privpost.inference.dirichlet_tools import censored_mean_logs, dirichlet_mle
 from privpost.models.dirichlet import Dirichlet, dirichlet_open
 
 __all__ = ["run_dpboots", "run_boots", "run_dpmcmc", "run_dpremcmc", "run_dpabc",
-           "dpboots_draws", "dpmcmc_posterior", "weighted_model", "pseudo_release",
+           "dpboots_draws", "dpmcmc_posterior", "dpremcmc_posterior", "weighted_model",
+           "pseudo_release", "DPREMCMC_SUPPORTS",
            "DirichletProposal", "METHOD_PRIORS"]
 
 METHOD_PRIORS = {"dpmcmc": ("p1", "p3", "p4"), "dpremcmc": ("p1", "p3", "p4"),
@@ -220,18 +221,38 @@ def run_dpmcmc(model, release, *, prior: str = "p1", seed=None, prior_draws: int
 
 
 # ----------------------------------------------------------------------------------- DPreMCMC
+#: DPreMCMC targets: ``"uncensored"`` (default) = model (5) with the pseudo-records restricted
+#: to ``min_j x_j >= a`` (proper); ``"seed"`` = model (5) as printed (improper for some
+#: ``alpha_j <= 1 - 1/w``)
+DPREMCMC_SUPPORTS = ("uncensored", "seed")
+
+
 class _WeightedDirichlet(Dirichlet):
     """Dirichlet whose records count ``weight`` times: ``log f_w(x | alpha) = w log Dir(x |
-    alpha)``; ``update`` draws alpha given ``b`` records replicated ``w`` times (the slice
+    alpha)`` on ``{x : min_j x_j >= floor}`` (``-inf`` outside; ``floor = 0``: the whole
+    simplex); ``update`` draws alpha given ``b`` records replicated ``w`` times (the slice
     target with ``n -> w b`` and ``T -> w T``). No compiled path."""
 
-    def __init__(self, base: Dirichlet, weight: float):
+    def __init__(self, base: Dirichlet, weight: float, floor: float = 0.0):
         h = base.hyperparameters()
         super().__init__(**h)
         self.weight = float(weight)
+        self.floor = float(floor)
 
     def log_likelihood(self, params, records):
-        return self.weight * super().log_likelihood(params, records)
+        ll = self.weight * super().log_likelihood(params, records)
+        if self.floor > 0:
+            ll = np.where(np.asarray(records).min(axis=-1) >= self.floor, ll, -np.inf)
+        return ll
+
+    def simulate(self, params, n, rng):
+        """Starting records: Dir(alpha) draws; rows below ``floor`` are mapped into the
+        restricted region (``x -> floor + (1 - D floor) x``; used only to start a chain)."""
+        x = super().simulate(params, n, rng)
+        if self.floor > 0:
+            bad = x.min(axis=-1) < self.floor
+            x[bad] = self.floor + (1.0 - self.parts * self.floor) * x[bad]
+        return x
 
     def update(self, params, records, rng):
         b = records.shape[0]
@@ -249,9 +270,10 @@ class _WeightedDirichlet(Dirichlet):
         return None
 
 
-def weighted_model(model: Dirichlet, weight: float) -> Dirichlet:
-    """The model (5) record law ``Dir(x | alpha)^weight`` with the same prior as ``model``."""
-    return _WeightedDirichlet(model, weight)
+def weighted_model(model: Dirichlet, weight: float, floor: float = 0.0) -> Dirichlet:
+    """The model (5) record law ``Dir(x | alpha)^weight`` (restricted to ``min_j x_j >= floor``
+    when ``floor > 0``) with the same prior as ``model``."""
+    return _WeightedDirichlet(model, weight, floor)
 
 
 class DirichletProposal:
@@ -285,57 +307,121 @@ def pseudo_release(rel, b: int):
                    metadata={"pseudo": f"{b} pseudo-records standing for n = {rel.n}"})
 
 
+def dpremcmc_posterior(model, rel, b: int, *, support: str = "uncensored",
+                       weight_term: bool = True, **opts):
+    """``damcmc`` on model (5) for one CensoredLogMean release ``rel`` (``rel.n`` records):
+    ``b`` pseudo-records of weight ``w = rel.n / b``; returns (posterior, w, floor).
+
+    ``support="uncensored"`` restricts the pseudo-records to ``min_j x_j >= a`` when ``w > 1``
+    (see :func:`run_dpremcmc`); ``b = rel.n`` (``w = 1``) is DPMCMC's target, unrestricted.
+    """
+    from privpost.inference import damcmc
+
+    w = rel.n / b
+    a = float(rel.query.threshold)
+    floor = a if (support == "uncensored" and w > 1) else 0.0
+    opts = dict(opts)
+    if opts.get("init") is None:
+        opts["init"] = _init_from(rel)
+    opts.setdefault("fast_path", False)
+    proposal = DirichletProposal() if weight_term else _UnweightedProposal(w)
+    post = damcmc.run(weighted_model(model, w, floor), pseudo_release(rel, b),
+                      proposal=proposal, **opts)
+    return post, w, floor
+
+
 def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
-                 prior_draws: int = 2000, weight_term: bool = True, **options):
+                 prior_draws: int = 2000, support: str = "uncensored", weight_term: bool = True,
+                 **options):
     """DPreMCMC (model (5)): ``b`` latent pseudo-records, each standing for ``w = n/b`` records.
 
     Options go to :func:`privpost.inference.damcmc.run`. ``b = n`` gives DPMCMC's target.
 
-    ``weight_term=True`` (default) samples model (5) as written: pseudo-record target
-    ``Dir(x | alpha)^w`` times the Laplace term, via Dir(alpha) proposals and the (w - 1)
-    log-density term (extract §2.8). **Caveat found here:** model (5) is improper wherever some
-    ``alpha_j <= 1 - 1/w``: ``x_j^{w (alpha_j - 1)}`` is not integrable at ``x_j = 0`` and the
-    (censored) Laplace term is constant below ``a``. An exact sampler of (5) can therefore drift
-    into that region and stay there (``alpha_j -> 0``); the run then warns and says so in the
-    notes. ``weight_term=False`` omits the term (pseudo-records drawn from ``Dir(alpha)`` times
-    the Laplace term, alpha updated with weight ``w``): a Gibbs scheme with incompatible
-    conditionals (no joint target), kept for comparison with the seed's unstated implementation.
+    **Target.** Model (5) as printed, ``pi(alpha, x_1..x_b) propto pi_0(alpha) prod_j
+    Lap(s_L,j | S_0(x, a)_j, lambda) prod_i Dir(x_i | alpha)^w``, is **improper** whenever some
+    ``alpha_j <= 1 - 1/w``: the Laplace term sees only ``max(x_ij, a)``, so it is constant for
+    ``x_ij < a``, and ``int_0^a x^{w (alpha_j - 1)} dx`` diverges (chains of an exact sampler
+    drift to ``alpha_j -> 0``). ``support="uncensored"`` (default) samples the closest proper
+    target: the same model with every pseudo-record restricted to the uncensored region
+    ``{x : min_j x_j >= a}`` (when ``w > 1``). Why this and not the alternatives:
+
+    * the restriction removes exactly the non-integrable part -- the region where a
+      pseudo-record carries no information about ``s_L`` -- and nothing else: where model (5)
+      is proper with ``alpha_j > 1`` the mass it removes is ``O(a^{w(alpha_j - 1) + 1})``
+      (``< 1e-300`` for alpha3, ``a = 0.01``, ``w = 150``); the alpha step is the seed's
+      weighted slice update, unchanged; and at ``lambda -> 0`` the alpha-marginal is still
+      the non-private posterior given ``S_0 = s_L`` (the b-record weighted likelihood depends
+      on ``x`` only through ``S_0(x)``), which is what the seed intends;
+    * normalising each pseudo-record (``Dir(x|alpha)^w / int Dir^w = Dir(x | w(alpha-1)+1)``)
+      is proper only for ``alpha_j > 1 - 1/w`` (it excludes alpha2 = 0.5), and its mean-log
+      is ``~ log`` of the Dirichlet *mode*, not ``Psi(alpha_j) - Psi(alpha_0)``: for alpha3,
+      ``w = 150`` the third component is off by +0.17 on the log scale, many posterior sds,
+      even with no noise; no Dirichlet pseudo-record law can match both the mean and the
+      ``Sigma/n`` covariance of ``S_0``;
+    * truncating the *prior* to ``alpha_j > 1 - 1/w`` is still improper (the mass
+      ``a^{c+1}/(c+1)``, ``c = w(alpha_j - 1)``, diverges logarithmically at the boundary)
+      and excludes alpha2's truth.
+
+    What the restriction does not fix (a property of model (5) itself, measured in
+    EXPERIMENTS.md §8.2): b = 5 pseudo-records can all sit at one point, which the weighted
+    likelihood rewards with a factor growing polynomially in ``alpha_0`` (degree of order
+    ``n (D - 1)/2``); the Laplace
+    term resists this only when ``lambda`` is small, so at small eps the alpha-marginal is
+    pulled to large ``alpha_0`` (held only by the prior). With ``alpha_j < 1`` the restricted
+    pseudo-records also pile up at ``x_j = a``.
+
+    ``support="seed"``: model (5) as printed (improper; warns whenever draws enter the
+    improper region). ``weight_term=False`` omits the (w - 1) term (pseudo-records drawn from
+    ``Dir(alpha)`` times the Laplace term, alpha updated with weight ``w``): a Gibbs scheme with
+    incompatible conditionals (no joint target), kept for comparison with the seed's unstated
+    implementation; it always warns.
     """
-    from privpost.inference import damcmc
     from privpost.inference.compositional_priors import build_prior
+    import warnings
 
     _ints(b=b)
+    if support not in DPREMCMC_SUPPORTS:
+        raise PrivpostError(f"support must be one of {' / '.join(DPREMCMC_SUPPORTS)} (the "
+                            f"default 'uncensored' is proper), got {support!r}")
+    if not isinstance(weight_term, bool):
+        raise PrivpostError(f"weight_term must be true or false, got {weight_term!r}")
     dpss, rel, notes = _setup("dpremcmc", model, release, prior)
     if b > rel.n:
         raise PrivpostError(f"b must be <= n = {rel.n} (the records it stands for), got {b}")
     rng = as_generator(seed)
     spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws)
-    w = rel.n / b
-    opts = dict(options)
-    if opts.get("init") is None:
-        opts["init"] = _init_from(rel)
-    opts.setdefault("fast_path", False)
-    proposal = DirichletProposal() if weight_term else _UnweightedProposal(w)
-    post = damcmc.run(weighted_model(spec.model, w), pseudo_release(rel, b), seed=rng,
-                      proposal=proposal, **opts)
+    post, w, floor = dpremcmc_posterior(spec.model, rel, b, support=support,
+                                        weight_term=weight_term, seed=rng, **options)
     post.method = "dpremcmc"
     post.exact = False
-    term = ("includes the (w - 1) log-density term (target: model (5))" if weight_term else
+    term = ("includes the (w - 1) log-density term" if weight_term else
             "omits the (w - 1) term (records from Dir(alpha) x Laplace; no joint target)")
+    where = (f"pseudo-records restricted to min_j x_j >= a = {floor:g} (model (5) is improper "
+             "without it; this removes only the censored region, where the Laplace term is flat)"
+             if floor > 0 else ("model (5) as printed (support='seed': improper where some "
+                                f"alpha_j <= {1 - 1 / w:.4g})" if w > 1 else
+                                "w = 1: DPMCMC's target"))
     post.notes = notes + spec.notes + [
         f"dpremcmc: approximation (model (5)): the {rel.n} latent records are replaced by "
         f"b = {b} pseudo-records, each with likelihood weight w = n/b = {w:g}; the record MH "
-        f"step {term}"] + list(post.notes)
-    if weight_term and w > 1:
+        f"step {term}; {where}",
+        "dpremcmc: model (5) lets the b pseudo-records coincide, which the weighted likelihood "
+        "rewards with large alpha_0; at small eps this inflates alpha (EXPERIMENTS.md §8.2)"
+        ] + list(post.notes)
+    msg = None
+    if not weight_term:
+        msg = ("dpremcmc: weight_term=False has no joint target (incompatible conditionals); "
+               "its draws are not a posterior of anything")
+    elif floor == 0 and w > 1:
         low = float(np.mean(np.any(post.draws["alpha"] <= 1.0 - 1.0 / w, axis=-1)))
         if low > 0:
-            import warnings
-
             msg = (f"dpremcmc: {100 * low:.1f}% of the draws have some alpha_j <= 1 - 1/w = "
-                   f"{1 - 1 / w:.4g}, where model (5) is improper (Dir(x|alpha)^w is not "
-                   "integrable): these draws are not a posterior; use dpmcmc, or a larger b")
-            warnings.warn(msg, stacklevel=2)
-            post.notes.append(msg)
+                   f"{1 - 1 / w:.4g}, where model (5) as printed is improper (Dir(x|alpha)^w is "
+                   "not integrable): these draws are not a posterior; use the default "
+                   "support='uncensored', or dpmcmc")
+    if msg:
+        warnings.warn(msg, stacklevel=2)
+        post.notes.append(msg)
     return post
 
 

@@ -82,7 +82,10 @@ def _chain(model, sL, lam, N, draws, warmup, mh_steps, rng, bar, offset):
     acc = np.empty(draws)
     for it in range(warmup + draws):
         e = np.maximum(np.abs(sL - s0), 1e-300)
-        prec = np.clip(rng.wald(1.0 / (lam * e), 1.0 / lam ** 2), 1e-300, 1e300)
+        with np.errstate(over="ignore", invalid="ignore"):
+            prec = rng.wald(1.0 / (lam * e), 1.0 / lam ** 2)
+        # at eps ~ 1e10 the mean 1/(lam e) overflows and numpy returns nan: the noise is ~0
+        prec = np.clip(np.nan_to_num(prec, nan=1e300, posinf=1e300), 1e-300, 1e300)
         var = 1.0 / prec
         lt = _log_target(u, sL, N, model, var)
         n_acc = 0
@@ -106,9 +109,13 @@ def _chain(model, sL, lam, N, draws, warmup, mh_steps, rng, bar, offset):
         if it < warmup:
             hist.append(u.copy())
             if it + 1 == warmup // 2 and warmup >= 40:   # full covariance from the first half
-                cov = np.cov(np.array(hist[len(hist) // 2:]), rowvar=False) + 1e-10 * np.eye(D)
-                C = np.linalg.cholesky(cov)
-                log_step = math.log(2.38 / math.sqrt(D))
+                win = np.array(hist[len(hist) // 2:])
+                # only if the chain moved enough to estimate it (a chain stuck during the
+                # window would give a ~0 covariance and freeze the rest of the run)
+                if len(np.unique(win, axis=0)) >= max(10, 2 * D):
+                    cov = np.cov(win, rowvar=False) + 1e-10 * np.eye(D)
+                    C = np.linalg.cholesky(cov)
+                    log_step = math.log(2.38 / math.sqrt(D))
         j = it - warmup
         if j >= 0:
             out[j] = np.exp(u)
