@@ -135,3 +135,23 @@ def test_familywise_ks_critical_value_controls_the_maximum():
     assert abs(np.mean(worst > fw) - exact_fw) < 4 * math.sqrt(exact_fw * (1 - exact_fw) / fam)
     exact_pc = 1 - 0.95 ** cells
     assert abs(np.mean(worst > per_cell) - exact_pc) < 4 * math.sqrt(exact_pc * (1 - exact_pc) / fam)
+
+
+def test_sampler_option_selects_the_damcmc_rows_options():
+    """--sampler paper keeps the papers' centred sampler; default uses the library's defaults
+    on the compiled driver; anything else is refused naming the field."""
+    import importlib
+    from pathlib import Path as _Path
+
+    from privpost.errors import PrivpostError
+
+    r = importlib.import_module("privpost.experiments.reproduce")
+
+    def ctx(sampler):
+        return r._Ctx(name="x", size="quick", settings={}, outdir=_Path("."), seed=0, run={},
+                      sampler=sampler)
+
+    assert r._damcmc_opts(ctx("paper")) == {"interweave": False, "start": "prior"}
+    assert r._damcmc_opts(ctx("default")) == {"fast_path": True}
+    with pytest.raises(PrivpostError, match="^sampler:"):
+        r.reproduce("ju2022-regression", sampler="fast")

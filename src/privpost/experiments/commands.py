@@ -223,6 +223,8 @@ def register(app: typer.Typer, handles_errors, console) -> None:
         seed: Optional[int] = typer.Option(None, min=0, help="Root seed (default: the "
                                            "reproduction's fixed seed)."),
         progress: bool = typer.Option(True, help="Show a progress bar."),
+        sampler: str = typer.Option("paper", help="damcmc rows: 'paper' (the papers' "
+                                    "centred sampler) or 'default' (the library's defaults)."),
         list_: bool = typer.Option(False, "--list", help="List the reproductions and exit."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     ):
@@ -241,7 +243,7 @@ def register(app: typer.Typer, handles_errors, console) -> None:
                 raise typer.Exit(2)
             return
         report = reproduce(name, quick=quick, outdir=out, workers=workers, scheduler=scheduler,
-                           seed=seed, progress=progress and not as_json)
+                           seed=seed, progress=progress and not as_json, sampler=sampler)
         if as_json:
             _emit_json({"name": name, "size": report.size, "outdir": str(report.outdir),
                         "report": str(report.report_path), "headline": report.headline,

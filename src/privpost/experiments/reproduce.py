@@ -108,6 +108,7 @@ class _Ctx:
     outdir: Path
     seed: int
     run: dict   # workers / scheduler / progress for calibrate
+    sampler: str = "paper"   # "paper": PAPER_DAMCMC; "default": the library's damcmc defaults
 
 
 
@@ -115,6 +116,17 @@ class _Ctx:
 # The library's defaults add an exact interweaving move and data-driven starts; the reproductions
 # keep the paper's sampler so that their rows mean what the papers' rows mean.
 PAPER_DAMCMC = {"interweave": False, "start": "prior"}
+#: ``reproduce(..., sampler="default")``: the library's defaults (``interweave="auto"``,
+#: ``start="data"``) on the compiled driver, which every model of these reproductions has
+#: (``fast_path="auto"`` would keep the papers' short chains on the generic path; with
+#: ``fast_path=True`` "auto" adds the non-centred move where it is compiled); the papers' chain
+#: lengths.
+DEFAULT_DAMCMC = {"fast_path": True}
+
+
+def _damcmc_opts(ctx: "_Ctx") -> dict:
+    """The damcmc options of a reproduction's "damcmc" rows for ``ctx.sampler``."""
+    return dict(PAPER_DAMCMC) if ctx.sampler == "paper" else dict(DEFAULT_DAMCMC)
 
 
 def _study(ctx: _Ctx, sub: str, *args, **kwargs):
@@ -174,7 +186,7 @@ def _ju2022_loglinear(ctx: _Ctx) -> ReproductionReport:
     truth = _loglinear_truth(model)
     res = _study(ctx, "damcmc", model, query, {"type": "laplace"},
                  methods={"damcmc": {"method": "damcmc", "draws": s["draws"],
-                                     "warmup": s["warmup"], "chains": 1, **PAPER_DAMCMC}},
+                                     "warmup": s["warmup"], "chains": 1, **_damcmc_opts(ctx)}},
                  n=s["N"], epsilon=list(s["epsilon"]), replicates=s["replicates"], levels=(0.9,),
                  params=truth, parameters=("p",), mmd_reference=None,
                  figure_entries=[f"p[{i}]" for i in range(5)])
@@ -297,7 +309,7 @@ def _ju2022_regression(ctx: _Ctx) -> ReproductionReport:
                             sensitivity=13.0)
     res = _study(ctx, "damcmc", model, query, {"type": "laplace"},
                  methods={"damcmc": {"method": "damcmc", "draws": s["draws"],
-                                     "warmup": s["warmup"], "chains": 1, **PAPER_DAMCMC}},
+                                     "warmup": s["warmup"], "chains": 1, **_damcmc_opts(ctx)}},
                  n=s["n"], epsilon=list(s["epsilon"]), replicates=s["replicates"], levels=(0.9,),
                  params={"beta": np.asarray(REGRESSION_BETA)}, parameters=("beta",),
                  mmd_reference=None)
@@ -606,8 +618,9 @@ def _bernstein2019_regression(ctx: _Ctx) -> ReproductionReport:
                                 "warmup": s["gibbs_warmup"][n], "chains": s["gibbs_chains"]}}
         if n <= s["damcmc_max_n"]:
             methods["damcmc"] = {"method": "damcmc", "draws": s["damcmc_draws"],
-                                 "warmup": s["damcmc_warmup"], "chains": 1, **PAPER_DAMCMC}
-            methods["damcmc-interweave"] = dict(methods["damcmc"], interweave=True)
+                                 "warmup": s["damcmc_warmup"], "chains": 1, **_damcmc_opts(ctx)}
+            methods["damcmc-interweave"] = dict(methods["damcmc"], interweave=True,
+                                                fast_path="auto")
         res = _study(ctx, f"n{n}", model, query, {"type": "laplace"}, methods=methods, n=n,
                      epsilon=list(s["epsilon"]), replicates=s["replicates"], levels=(0.5, 0.95),
                      parameters=("beta", "sigma2"), figure_entries=["beta[0]", "beta[1]",
@@ -939,7 +952,7 @@ REPRODUCTIONS["guo2023-compositional"] = Reproduction(
 
 def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *,
               workers: int | None = None, scheduler: Any = None, seed: int | None = None,
-              progress: bool = True) -> ReproductionReport:
+              progress: bool = True, sampler: str = "paper") -> ReproductionReport:
     """Run reproduction ``name`` and write ``outdir/report.md`` with figures.
 
     Parameters
@@ -955,6 +968,10 @@ def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *
         As in :func:`~privpost.experiments.calibration.calibrate` (local processes or Dask).
     seed : int, optional
         Root seed (default: the reproduction's own fixed seed).
+    sampler : "paper" or "default"
+        The ``damcmc`` rows of seeds 000 and 003 ch. 5: the papers' sampler (centred updates,
+        prior starts; default) or the library's defaults (non-centred moves, data starts, the
+        compiled driver where available) at the same chain lengths.
 
     Raises
     ------
@@ -970,14 +987,18 @@ def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *
         except MissingMethodError as exc:
             raise MissingMethodError(f"reproduction {name!r} needs method {m!r}, which is not "
                                      f"available yet: {exc}") from None
+    if sampler not in ("paper", "default"):
+        raise PrivpostError(f"sampler: must be 'paper' or 'default', got {sampler!r}")
     size = "quick" if quick else "full"
     out = Path(outdir) if outdir is not None else Path("reproductions") / f"{name}-{size}"
     out.mkdir(parents=True, exist_ok=True)
     ctx = _Ctx(name=name, size=size, settings=dict(rep.sizes[size]), outdir=out,
                seed=int(rep.default_seed if seed is None else seed),
-               run={"workers": workers, "scheduler": scheduler, "progress": progress})
+               run={"workers": workers, "scheduler": scheduler, "progress": progress},
+               sampler=sampler)
     report = rep.runner(ctx)
-    cmd = f"privpost reproduce {name} --{size} --out {out}"
+    cmd = f"privpost reproduce {name} --{size} --out {out}" + (
+        " --sampler default" if sampler == "default" else "")
     text = report.markdown + f"\n\n---\nCommand: `{cmd}`" + "\n"
     report.report_path.write_text(text)
     report.markdown = text
