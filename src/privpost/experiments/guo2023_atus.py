@@ -259,13 +259,12 @@ def compute_atus(ctx, methods=DP_METHODS, scan: bool = True) -> None:
             u = dp_unit(ctx, data, k, r)
             say(f"[guo2023-atus] {k} run {r + 1}/{R} ({u['seconds']:.1f} s)", flush=True)
     if scan:
-        # runs outermost, so that an interrupted scan has as many runs at every epsilon
-        for share in s["scan_shares"]:
-            for r in range(s["scan_runs"]):
+        # runs outermost, so that an interrupted scan has as many runs in every cell
+        for r in range(s["scan_runs"]):
+            for share in s["scan_shares"]:
                 for e in s["eps_scan"]:
                     scan_unit(ctx, data, share, e, r)
-                say(f"[guo2023-atus] scan eps1/eps = {share:g}: run {r + 1}/{s['scan_runs']} "
-                    "done", flush=True)
+            say(f"[guo2023-atus] scan run {r + 1}/{s['scan_runs']} done", flush=True)
 
 
 def _se(p: np.ndarray, R: int) -> np.ndarray:
