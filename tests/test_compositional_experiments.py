@@ -132,6 +132,12 @@ def test_atus_units_are_cached_resumable_and_independent_of_order(tmp_path, monk
     rep = atus_report(b)
     assert rep.headline["runs"] == {"Boots": 1, "MCMCp1": 1, "DPBoots": 2, "DPMCMCp1": 1}
     assert "DPABCp5" not in rep.headline["fraction_rejecting"]
+    # units computed under other settings are never mixed into one output directory
+    from privpost.errors import DataError
+
+    with pytest.raises(DataError, match="other settings .*draws"):
+        compute_atus(_Ctx("guo2023-atus", "quick", {**s, "draws": 21}, tmp_path / "a", 5,
+                          {"progress": False}), methods=("DPBoots",), scan=False)
     # a different root seed gives different releases
     c = _Ctx("guo2023-atus", "quick", s, tmp_path / "c", 6, {"progress": False})
     compute_atus(c, methods=("DPBoots",), scan=False)

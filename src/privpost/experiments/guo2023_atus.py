@@ -104,12 +104,13 @@ def _run_method(name, model, rel_nosplit, rel_split, s, seed):
             return pp.infer(model, rel_nosplit, method="dpboots", draws=s["boot_draws"], seed=seed)
         if name == "DPMCMCp1":
             return pp.infer(model, rel_nosplit, method="dpmcmc", prior="p1", draws=s["draws"],
-                            warmup=s["warmup"], chains=s["chains"], seed=seed, progress=False,
-                            cores=1)
+                            warmup=s.get("dp_warmup", s["warmup"]), chains=s["chains"],
+                            seed=seed, progress=False, cores=1)
         if name == "DPreMCMCp4":
             return pp.infer(model, rel_split, method="dpremcmc", prior="p4", b=5,
-                            draws=s["draws"], warmup=s["warmup"], chains=s["chains"], seed=seed,
-                            progress=False, cores=1, prior_draws=s["prior_draws"])
+                            draws=s["draws"], warmup=s.get("dp_warmup", s["warmup"]),
+                            chains=s["chains"], seed=seed, progress=False, cores=1,
+                            prior_draws=s["prior_draws"])
         if name == "DPABCp5":
             return pp.infer(model, rel_split, method="dpabc", prior="p5", draws=s["abc_draws"],
                             seed=seed, prior_draws=s["prior_draws"])
@@ -246,11 +247,31 @@ def scan_unit(ctx, data, share: float, e: float, r: int) -> list:
     return out
 
 
+# settings that change what a unit computes (run counts and the scan grid do not)
+_UNIT_KEYS = ("epsilon", "draws", "warmup", "dp_warmup", "chains", "boot_draws", "abc_draws",
+              "prior_draws")
+
+
+def _check_settings(ctx) -> None:
+    """Refuse to mix cached units computed under other settings in one ``outdir``."""
+    want = {k: ctx.settings.get(k) for k in _UNIT_KEYS}
+    want["seed"] = ctx.seed
+    path = _cache(ctx.outdir, "settings.json")
+    have = _load(path)
+    if have is None:
+        _save(path, want)
+    elif have != want:
+        diff = sorted(k for k in want if have.get(k) != want[k])
+        raise DataError(f"{ctx.outdir}/runs holds runs computed with other settings ({', '.join(diff)}"
+                        f"); use a new output directory (--out) or delete {ctx.outdir}/runs")
+
+
 def compute_atus(ctx, methods=DP_METHODS, scan: bool = True) -> None:
     """Compute (or resume) every unit of the study: benchmarks, ``methods`` over their runs,
     then the epsilon scan. Progress lines on stdout when ``ctx.run['progress']``."""
     data = load_atus()
     s = ctx.settings
+    _check_settings(ctx)
     say = print if ctx.run.get("progress") else (lambda *a, **k: None)
     benchmark_unit(ctx, data)
     for k in methods:
@@ -378,10 +399,12 @@ def run_atus(ctx):
 
 
 # The size run for EXPERIMENTS.md §8.4 (23 Nov 2026): the seed's 1000 draws per method
-# (2 chains x 500 after 500 warm-up for the MCMCs), 10,000 ABC proposals; runs per method chosen
-# to fit the machine (``method_runs``).
-STUDY = {"epsilon": 0.5, "eps_scan": (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0),
-         "scan_shares": (0.75, 0.25), "runs": 100, "draws": 500, "warmup": 500, "chains": 2,
+# (2 chains x 500 for the MCMCs, after 2000 warm-up iterations for the DP ones: with 500 the
+# DPMCMCp1 chains had not forgotten their start, R-hat up to 3), 10,000 ABC proposals; runs per
+# method chosen to fit the machine (``method_runs``).
+STUDY = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0),
+         "scan_shares": (0.75, 0.25), "runs": 100, "draws": 500, "warmup": 500,
+         "dp_warmup": 2000, "chains": 2,
          "boot_draws": 1000, "abc_draws": 1000, "prior_draws": 2000, "scan_runs": 20}
 
 
