@@ -6,15 +6,13 @@ working directory, then to the project root). Our copy is not the seed's exact e
 3128 rows against 3766 / 3359; its README: E&D about 0.004 lower), so decisions and
 method-to-method differences are compared, not third decimals.
 
-Per run and per group, at total ``epsilon`` (default 0.5, eps1 = 0.25 eps, eps2 = 0.75 eps --
-the seed's split for its splitting methods; its split for the others and for ATUS is not stated):
-
-* a DPss release **without** split -> DPBoots and DPMCMCp1;
-* a DPss release **with** split ``n1 = 0.25 n`` -> DPreMCMCp4 and DPABCp5.
-
-Each method's analysis therefore spends ``epsilon`` on its own release (as the seed's simulation
-computes ``S_L(D, a)``, ``S_L(D1, a)`` and ``S_L(D2, a)`` per data set). The groups are
-disjoint: ``epsilon`` per group is ``epsilon`` overall (parallel composition).
+Per run, per DP method and per group, at total ``epsilon`` (default 0.5, eps1 = 0.25 eps,
+eps2 = 0.75 eps -- the seed's split for its splitting methods; its split for the others and for
+ATUS is not stated), a fresh DPss release (own seed per method, run and group): without split
+for DPBoots and DPMCMCp1, with ``n1 = 0.25 n`` for DPreMCMCp4 and DPABCp5. The groups are
+disjoint: ``epsilon`` per group is ``epsilon`` overall (parallel composition). Every unit is
+cached under ``outdir/runs`` (resumable; several processes may share one folder), and
+``python -m privpost.experiments.guo2023_atus`` runs the study of EXPERIMENTS.md §8.4.
 
 Test per activity j: ``H0: |E[x_j | M] - E[x_j | F]| <= 0.01``. Bayesian methods reject when the
 posterior ``P(H0) < 0.5`` (draws of the two groups paired at random); bootstraps reject when the
@@ -262,8 +260,9 @@ def _check_settings(ctx) -> None:
         _save(path, want)
     elif have != want:
         diff = sorted(k for k in want if have.get(k) != want[k])
-        raise DataError(f"{ctx.outdir}/runs holds runs computed with other settings ({', '.join(diff)}"
-                        f"); use a new output directory (--out) or delete {ctx.outdir}/runs")
+        raise DataError(f"{ctx.outdir}/runs holds runs computed with other settings "
+                        f"({', '.join(diff)}); use a new output directory (--out) or delete "
+                        f"{ctx.outdir}/runs")
 
 
 def compute_atus(ctx, methods=DP_METHODS, scan: bool = True) -> None:
@@ -402,7 +401,7 @@ def run_atus(ctx):
 # (2 chains x 500 for the MCMCs, after 2000 warm-up iterations for the DP ones: with 500 the
 # DPMCMCp1 chains had not forgotten their start, R-hat up to 3), 10,000 ABC proposals; runs per
 # method chosen to fit the machine (``method_runs``).
-STUDY = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0),
+STUDY = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0),
          "scan_shares": (0.75, 0.25), "runs": 100, "draws": 500, "warmup": 500,
          "dp_warmup": 2000, "chains": 2,
          "boot_draws": 1000, "abc_draws": 1000, "prior_draws": 2000, "scan_runs": 20}
