@@ -111,3 +111,67 @@ def test_seed_mse_of_alpha_and_of_mean_composition_is_the_average_over_draws():
     assert abs(point[point.parameter == "alpha"].groupby("replicate")["e"].sum().median()
                - g["mse_alpha"]) > 0.05 * g["mse_alpha"]
     assert g["coverage"] == 1.0 and g["reps"] == 3
+
+
+def test_atus_decision_rules_are_exact():
+    """Bootstrap: reject iff the 95% percentile interval of the difference misses [-0.01, 0.01];
+    Bayes: reject iff P(|diff| <= 0.01) < 0.5. Differences built so each answer is known."""
+    from privpost.experiments.guo2023_atus import _decide
+
+    m = 2000
+    u = (np.arange(m) + 0.5) / m
+    sM = np.full((m, 3), 0.3)
+    # PC: diff 0.02 (outside); E&D: diff uniform on [-0.005, 0.005] (inside); Other: -0.02
+    # (outside, the other sign); a 4th pattern via a second call: diff uniform on [0.005, 0.03]
+    sF = sM + np.column_stack([np.full(m, 0.02), -0.005 + 0.01 * u, np.full(m, -0.02)])
+    rng = np.random.default_rng(0)
+    rej, p0 = _decide(sF, sM, True, rng)
+    assert rej.tolist() == [True, False, True] and p0.tolist() == [0.0, 1.0, 0.0]
+    rej, p0 = _decide(sF, sM, False, rng)
+    assert rej.tolist() == [True, False, True] and np.all(np.isnan(p0))
+    # the two rules differ on a difference that straddles 0.01: P(H0) = 0.2 < 0.5 rejects, while
+    # the 95% interval [0.0056, 0.0294] overlaps [-0.01, 0.01] and does not
+    sF2 = sM + (0.005 + 0.025 * u)[:, None]
+    rb, p0b = _decide(sF2, sM, True, rng)
+    assert np.allclose(p0b, 0.2) and rb.all()
+    assert not _decide(sF2, sM, False, rng)[0].any()
+
+
+def test_atus_units_are_cached_resumable_and_independent_of_order(tmp_path, monkeypatch):
+    """Each (method, run) unit has its own seed: computing DPBoots alone or after DPMCMCp1
+    gives the same run files; a second call reuses them; the report uses the runs present."""
+    import json
+
+    from privpost.experiments.guo2023_atus import atus_report, compute_atus
+
+    monkeypatch.setenv("PRIVPOST_ATUS_DIR", str(DATA))
+    s = {"epsilon": 0.5, "eps_scan": (1.0,), "scan_shares": (0.75,), "runs": 2, "draws": 20,
+         "warmup": 20, "chains": 1, "boot_draws": 40, "abc_draws": 20, "prior_draws": 40,
+         "scan_runs": 1, "method_runs": {"DPMCMCp1": 1}}
+    a = _Ctx("guo2023-atus", "quick", s, tmp_path / "a", 5, {"progress": False})
+    b = _Ctx("guo2023-atus", "quick", s, tmp_path / "b", 5, {"progress": False})
+    compute_atus(a, methods=("DPBoots",), scan=False)
+    compute_atus(b, methods=("DPMCMCp1", "DPBoots"), scan=True)
+    for r in range(2):
+        fa = json.loads((tmp_path / "a" / "runs" / "DPBoots" / f"r{r:04d}.json").read_text())
+        fb = json.loads((tmp_path / "b" / "runs" / "DPBoots" / f"r{r:04d}.json").read_text())
+        fa.pop("seconds"), fb.pop("seconds")
+        assert fa == fb
+    f0 = tmp_path / "a" / "runs" / "DPBoots" / "r0000.json"
+    before = f0.read_text()
+    compute_atus(a, methods=("DPBoots",), scan=False)      # resumes: nothing recomputed
+    assert f0.read_text() == before
+    rep = atus_report(b)
+    assert rep.headline["runs"] == {"Boots": 1, "MCMCp1": 1, "DPBoots": 2, "DPMCMCp1": 1}
+    assert "DPABCp5" not in rep.headline["fraction_rejecting"]
+    # units computed under other settings are never mixed into one output directory
+    from privpost.errors import DataError
+
+    with pytest.raises(DataError, match="other settings .*draws"):
+        compute_atus(_Ctx("guo2023-atus", "quick", {**s, "draws": 21}, tmp_path / "a", 5,
+                          {"progress": False}), methods=("DPBoots",), scan=False)
+    # a different root seed gives different releases
+    c = _Ctx("guo2023-atus", "quick", s, tmp_path / "c", 6, {"progress": False})
+    compute_atus(c, methods=("DPBoots",), scan=False)
+    fc = json.loads((tmp_path / "c" / "runs" / "DPBoots" / "r0000.json").read_text())
+    assert fc["means"] != json.loads(before)["means"]

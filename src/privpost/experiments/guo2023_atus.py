@@ -6,15 +6,13 @@ working directory, then to the project root). Our copy is not the seed's exact e
 3128 rows against 3766 / 3359; its README: E&D about 0.004 lower), so decisions and
 method-to-method differences are compared, not third decimals.
 
-Per run and per group, at total ``epsilon`` (default 0.5, eps1 = 0.25 eps, eps2 = 0.75 eps --
-the seed's split for its splitting methods; its split for the others and for ATUS is not stated):
-
-* a DPss release **without** split -> DPBoots and DPMCMCp1;
-* a DPss release **with** split ``n1 = 0.25 n`` -> DPreMCMCp4 and DPABCp5.
-
-Each method's analysis therefore spends ``epsilon`` on its own release (as the seed's simulation
-computes ``S_L(D, a)``, ``S_L(D1, a)`` and ``S_L(D2, a)`` per data set). The groups are
-disjoint: ``epsilon`` per group is ``epsilon`` overall (parallel composition).
+Per run, per DP method and per group, at total ``epsilon`` (default 0.5, eps1 = 0.25 eps,
+eps2 = 0.75 eps -- the seed's split for its splitting methods; its split for the others and for
+ATUS is not stated), a fresh DPss release (own seed per method, run and group): without split
+for DPBoots and DPMCMCp1, with ``n1 = 0.25 n`` for DPreMCMCp4 and DPABCp5. The groups are
+disjoint: ``epsilon`` per group is ``epsilon`` overall (parallel composition). Every unit is
+cached under ``outdir/runs`` (resumable; several processes may share one folder), and
+``python -m privpost.experiments.guo2023_atus`` runs the study of EXPERIMENTS.md §8.4.
 
 Test per activity j: ``H0: |E[x_j | M] - E[x_j | F]| <= 0.01``. Bayesian methods reject when the
 posterior ``P(H0) < 0.5`` (draws of the two groups paired at random); bootstraps reject when the
@@ -104,140 +102,341 @@ def _run_method(name, model, rel_nosplit, rel_split, s, seed):
             return pp.infer(model, rel_nosplit, method="dpboots", draws=s["boot_draws"], seed=seed)
         if name == "DPMCMCp1":
             return pp.infer(model, rel_nosplit, method="dpmcmc", prior="p1", draws=s["draws"],
-                            warmup=s["warmup"], chains=s["chains"], seed=seed, progress=False,
-                            cores=1)
+                            warmup=s.get("dp_warmup", s["warmup"]), chains=s["chains"],
+                            seed=seed, progress=False, cores=1)
         if name == "DPreMCMCp4":
             return pp.infer(model, rel_split, method="dpremcmc", prior="p4", b=5,
-                            draws=s["draws"], warmup=s["warmup"], chains=s["chains"], seed=seed,
-                            progress=False, cores=1, prior_draws=s["prior_draws"])
+                            draws=s["draws"], warmup=s.get("dp_warmup", s["warmup"]),
+                            chains=s["chains"], seed=seed, progress=False, cores=1,
+                            prior_draws=s["prior_draws"])
         if name == "DPABCp5":
             return pp.infer(model, rel_split, method="dpabc", prior="p5", draws=s["abc_draws"],
                             seed=seed, prior_draws=s["prior_draws"])
     raise ValueError(name)
 
 
-def run_atus(ctx):
-    """Runner for :func:`privpost.experiments.reproduce.reproduce` (``ctx.settings``: runs,
-    epsilon, draws, warmup, chains, boot_draws, abc_draws, prior_draws, eps_scan, scan_shares,
-    scan_runs)."""
-    import privpost as pp
-    from privpost._rng import spawn
+# ------------------------------------------------------------------------- cached unit runs
+# Every unit of work (one DP method on one run, one DPBoots run of the epsilon scan, the
+# non-private benchmarks) has its own seed derived from (root seed, unit key), and its result
+# is a small JSON file under ``outdir/runs/``. So runs are resumable, a study can be computed
+# in several processes or interrupted, and the report uses whatever runs are complete.
+_TAG = {"DPBoots": 1, "DPMCMCp1": 2, "DPreMCMCp4": 3, "DPABCp5": 4, "scan": 5, "np": 6}
+
+
+def _unit_rng(root: int, *key: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(root), *map(int, key)]))
+
+
+def _cache(outdir: Path, *parts: str) -> Path:
+    p = Path(outdir, "runs", *parts)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _load(path: Path):
+    import json
+
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _save(path: Path, obj) -> None:
+    import json
+
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(obj))
+    tmp.replace(path)      # atomic: an interrupted run leaves no half-written result
+
+
+def _max_rhat(post) -> float:
+    from privpost.diagnostics import rhat
+
+    a = np.asarray(post.draws["alpha"])
+    if a.ndim != 3 or a.shape[0] < 2:
+        return float("nan")
+    sh = a / a.sum(axis=-1, keepdims=True)
+    return float(max(rhat(sh[..., j]) for j in range(sh.shape[-1])))
+
+
+def _runs_for(s: dict, method: str) -> int:
+    return int(s.get("method_runs", {}).get(method, s["runs"]))
+
+
+def dp_unit(ctx, data, method: str, r: int) -> dict:
+    """Run DP ``method`` on run ``r``: a fresh DPss release per group (total ``epsilon``,
+    eps1 = 0.25 eps, eps2 = 0.75 eps; with ``split=0.25`` for DPreMCMCp4 / DPABCp5), the method
+    on it, the decision. Cached in ``runs/<method>/r<r>.json``."""
+    import time
+
     from privpost.compositional import dpss_release, parse_dpss
-    from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
     from privpost.models import Dirichlet
 
-    s = ctx.settings
-    data = load_atus()
-    model = Dirichlet(3)
-    rng0 = np.random.default_rng(ctx.seed)
-    eps = float(s["epsilon"])
-    res = {k: {"means": {"F": [], "M": []}, "reject": [], "p0": []}
-           for k in ("Boots", "MCMCp1") + DP_METHODS}
-    # non-private benchmarks (once; Boots and MCMCp1 are deterministic functions of the data up
-    # to Monte Carlo error)
-    draws_np = {}
+    path = _cache(ctx.outdir, method, f"r{r:04d}.json")
+    got = _load(path)
+    if got is not None:
+        return got
+    s, eps, model = ctx.settings, float(ctx.settings["epsilon"]), Dirichlet(3)
+    split = 0.25 if method in ("DPreMCMCp4", "DPABCp5") else None
+    t0 = time.perf_counter()
+    shares, out = {}, {"means": {}, "threshold": {}, "rhat": {}}
+    for gi, g in enumerate(("F", "M")):
+        rng = _unit_rng(ctx.seed, _TAG[method], r, gi)
+        rel = dpss_release(data[g], 0.25 * eps, 0.75 * eps, split=split, seed=rng)
+        post = _run_method(method, model, rel, rel, s, rng)
+        shares[g] = _shares(post.draws["alpha"])
+        out["means"][g] = shares[g].mean(0).tolist()
+        out["threshold"][g] = parse_dpss(rel).threshold
+        out["rhat"][g] = _max_rhat(post)
+    rej, p0 = _decide(shares["F"], shares["M"], method != "DPBoots",
+                      _unit_rng(ctx.seed, _TAG[method], r, 9))
+    out.update(reject=rej.tolist(), p0=p0.tolist(), seconds=time.perf_counter() - t0)
+    _save(path, out)
+    return out
+
+
+def benchmark_unit(ctx, data) -> dict:
+    """Boots and MCMCp1 on the confidential records, once (cached in ``runs/nonprivate.json``)."""
+    import privpost as pp
+    from privpost.models import Dirichlet
+
+    path = _cache(ctx.outdir, "nonprivate.json")
+    got = _load(path)
+    if got is not None:
+        return got
+    s, model, rng = ctx.settings, Dirichlet(3), _unit_rng(ctx.seed, _TAG["np"])
+    draws = {}
     for g in ("F", "M"):
         b = pp.infer(model, None, method="boots", records=data[g], draws=s["boot_draws"],
-                     seed=rng0)
+                     seed=rng)
         m = pp.infer(model, None, method="nonprivate", records=data[g], draws=s["draws"],
-                     warmup=s["warmup"], chains=s["chains"], seed=rng0)
-        draws_np[g] = {"Boots": _shares(b.draws["alpha"]), "MCMCp1": _shares(m.draws["alpha"])}
+                     warmup=s["warmup"], chains=s["chains"], seed=rng, progress=False)
+        draws[g] = {"Boots": _shares(b.draws["alpha"]), "MCMCp1": _shares(m.draws["alpha"])}
+    out = {}
     for k, bayes in (("Boots", False), ("MCMCp1", True)):
-        for g in ("F", "M"):
-            res[k]["means"][g].append(draws_np[g][k].mean(0))
-        rej, p0 = _decide(draws_np["F"][k], draws_np["M"][k], bayes, rng0)
-        res[k]["reject"].append(rej)
-        res[k]["p0"].append(p0)
-    thresholds = {"F": [], "M": []}
-    seeds = spawn(ctx.seed + 1, s["runs"])
-    for r in range(s["runs"]):
-        shares = {k: {} for k in DP_METHODS}
-        for g in ("F", "M"):
-            rel = dpss_release(data[g], 0.25 * eps, 0.75 * eps, seed=seeds[r])
-            rel_s = dpss_release(data[g], 0.25 * eps, 0.75 * eps, split=0.25, seed=seeds[r])
-            thresholds[g].append((parse_dpss(rel).threshold, parse_dpss(rel_s).threshold))
-            for k in DP_METHODS:
-                post = _run_method(k, model, rel, rel_s, s, seeds[r])
-                shares[k][g] = _shares(post.draws["alpha"])
-                res[k]["means"][g].append(shares[k][g].mean(0))
-        for k in DP_METHODS:
-            rej, p0 = _decide(shares[k]["F"], shares[k]["M"], k != "DPBoots", seeds[r])
-            res[k]["reject"].append(rej)
-            res[k]["p0"].append(p0)
-        if ctx.run.get("progress"):
-            print(f"[guo2023-atus] run {r + 1}/{s['runs']}", flush=True)
-    # epsilon at which DPBoots agrees with Boots, for each share eps1/eps of the budget (the
-    # seed does not state its allocation for DPBoots; the answer depends on it)
-    boots_dec = res["Boots"]["reject"][0]
-    scan_rows, agree_eps = [], {}
-    scan_seeds = spawn(ctx.seed + 2, s["scan_runs"])
-    for share in s["scan_shares"]:
-        agree_eps[share] = None
-        flags = []
-        for e in s["eps_scan"]:
-            fr = []
-            for r in range(s["scan_runs"]):
-                sh = {}
-                for g in ("F", "M"):
-                    rel = dpss_release(data[g], share * e, (1 - share) * e, seed=scan_seeds[r])
-                    post = pp.infer(model, rel, method="dpboots", draws=s["boot_draws"],
-                                    seed=scan_seeds[r])
-                    sh[g] = _shares(post.draws["alpha"])
-                fr.append(_decide(sh["F"], sh["M"], False, scan_seeds[r])[0])
-            fr = np.mean(fr, axis=0)
-            agree = bool(np.all((fr >= 0.5) == boots_dec))
-            flags.append((e, agree))
-            scan_rows.append([share, e] + [float(v) for v in fr] + ["yes" if agree else "no"])
-        # the smallest grid epsilon from which DPBoots agrees at every larger grid epsilon
-        for i, (e, _) in enumerate(flags):
-            if all(f for _, f in flags[i:]):
-                agree_eps[share] = e
-                break
-    rows = []
+        rej, p0 = _decide(draws["F"][k], draws["M"][k], bayes, rng)
+        out[k] = {"means": {g: draws[g][k].mean(0).tolist() for g in ("F", "M")},
+                  "reject": rej.tolist(), "p0": p0.tolist()}
+    _save(path, out)
+    return out
+
+
+def scan_unit(ctx, data, share: float, e: float, r: int) -> list:
+    """DPBoots decision (3 bools) at total ``e`` with ``eps1 = share * e`` on scan run ``r``."""
+    import privpost as pp
+    from privpost.compositional import dpss_release
+    from privpost.models import Dirichlet
+
+    path = _cache(ctx.outdir, "scan", f"s{share:g}_e{e:g}_r{r:04d}.json")
+    got = _load(path)
+    if got is not None:
+        return got
+    key = (int(round(share * 1e6)), int(round(e * 1e6)), r)
+    sh = {}
+    for gi, g in enumerate(("F", "M")):
+        rng = _unit_rng(ctx.seed, _TAG["scan"], *key, gi)
+        rel = dpss_release(data[g], share * e, (1 - share) * e, seed=rng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            post = pp.infer(Dirichlet(3), rel, method="dpboots", draws=ctx.settings["boot_draws"],
+                            seed=rng)
+        sh[g] = _shares(post.draws["alpha"])
+    rej = _decide(sh["F"], sh["M"], False, _unit_rng(ctx.seed, _TAG["scan"], *key, 9))[0]
+    out = [bool(v) for v in rej]
+    _save(path, out)
+    return out
+
+
+# settings that change what a unit computes (run counts and the scan grid do not)
+_UNIT_KEYS = ("epsilon", "draws", "warmup", "dp_warmup", "chains", "boot_draws", "abc_draws",
+              "prior_draws")
+
+
+def _check_settings(ctx) -> None:
+    """Refuse to mix cached units computed under other settings in one ``outdir``."""
+    want = {k: ctx.settings.get(k) for k in _UNIT_KEYS}
+    want["seed"] = ctx.seed
+    path = _cache(ctx.outdir, "settings.json")
+    have = _load(path)
+    if have is None:
+        _save(path, want)
+    elif have != want:
+        diff = sorted(k for k in want if have.get(k) != want[k])
+        raise DataError(f"{ctx.outdir}/runs holds runs computed with other settings "
+                        f"({', '.join(diff)}); use a new output directory (--out) or delete "
+                        f"{ctx.outdir}/runs")
+
+
+def compute_atus(ctx, methods=DP_METHODS, scan: bool = True) -> None:
+    """Compute (or resume) every unit of the study: benchmarks, ``methods`` over their runs,
+    then the epsilon scan. Progress lines on stdout when ``ctx.run['progress']``."""
+    data = load_atus()
+    s = ctx.settings
+    _check_settings(ctx)
+    say = print if ctx.run.get("progress") else (lambda *a, **k: None)
+    benchmark_unit(ctx, data)
+    for k in methods:
+        R = _runs_for(s, k)
+        for r in range(R):
+            u = dp_unit(ctx, data, k, r)
+            say(f"[guo2023-atus] {k} run {r + 1}/{R} ({u['seconds']:.1f} s)", flush=True)
+    if scan:
+        # runs outermost, so that an interrupted scan has as many runs in every cell
+        for r in range(s["scan_runs"]):
+            for share in s["scan_shares"]:
+                for e in s["eps_scan"]:
+                    scan_unit(ctx, data, share, e, r)
+            say(f"[guo2023-atus] scan run {r + 1}/{s['scan_runs']} done", flush=True)
+
+
+def _se(p: np.ndarray, R: int) -> np.ndarray:
+    """Binomial standard error of a fraction of ``R`` runs."""
+    return np.sqrt(p * (1 - p) / max(R, 1))
+
+
+def atus_report(ctx, methods=DP_METHODS):
+    """The report from the cached units (each method over the runs that are complete)."""
+    from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
+
+    s, eps = ctx.settings, float(ctx.settings["epsilon"])
+    bench = _load(_cache(ctx.outdir, "nonprivate.json"))
+    if bench is None:
+        raise DataError("no results yet: run compute_atus first (privpost reproduce does both)")
+    units = {k: [u for u in (_load(_cache(ctx.outdir, k, f"r{r:04d}.json"))
+                             for r in range(_runs_for(s, k))) if u is not None]
+             for k in methods}
+    rows, headline, info = [], {"fraction_rejecting": {}, "runs": {}, "p0": {}}, []
     for k in ("Boots", "DPBoots", "MCMCp1", "DPMCMCp1", "DPreMCMCp4", "DPABCp5"):
-        mF = np.mean(res[k]["means"]["F"], axis=0)
-        mM = np.mean(res[k]["means"]["M"], axis=0)
-        frac = np.mean(res[k]["reject"], axis=0)
-        p0 = np.mean(res[k]["p0"], axis=0)
+        if k in bench:
+            us, R = [bench[k]], 1
+        elif units.get(k):
+            us, R = units[k], len(units[k])
+        else:
+            continue
+        mF = np.mean([u["means"]["F"] for u in us], axis=0)
+        mM = np.mean([u["means"]["M"] for u in us], axis=0)
+        rej = np.array([u["reject"] for u in us], dtype=float)
+        frac, fse = rej.mean(0), _se(rej.mean(0), R)
+        p0s = np.array([u["p0"] for u in us], dtype=float)
+        p0 = p0s.mean(0)
+        p0se = p0s.std(0, ddof=1) / np.sqrt(R) if R > 1 else np.full(3, np.nan)
+        headline["fraction_rejecting"][k] = frac.tolist()
+        headline["runs"][k] = R
+        headline["p0"][k] = p0.tolist()
         pF, pM, pfr, pp0 = PAPER[k]
         for g, mm, pm in (("F", mF, pF), ("M", mM, pM)):
-            row = [k, g]
+            row = [k if g == "F" else "", g, str(R) if g == "F" else ""]
             for j in range(3):
                 row += [f"{mm[j]:.4f} ({pm[j]})"]
                 if g == "F":
-                    ours_p = "–" if np.isnan(p0[j]) else f"{p0[j]:.3g}"
-                    paper_p = "–" if pp0 is None else str(pp0[j])
-                    row += [f"{frac[j]:.2g} ({pfr[j]})", f"{ours_p} ({paper_p})"]
+                    f = f"{frac[j]:.2f}" + (f" ± {fse[j]:.2f}" if R > 1 else "")
+                    if np.isnan(p0[j]):
+                        q = "–"
+                    else:
+                        q = f"{p0[j]:.3g}" + ("" if np.isnan(p0se[j]) else f" ± {p0se[j]:.2g}")
+                    row += [f"{f} ({pfr[j]})", f"{q} ({'–' if pp0 is None else pp0[j]})"]
                 else:
                     row += ["", ""]
             rows.append(row)
-    header = ["method", "group"]
+        if k in units and units[k]:
+            sec = np.mean([u["seconds"] for u in us])
+            rh = [v for u in us for v in u["rhat"].values() if v == v]
+            th = sorted({t for u in us for t in u["threshold"].values()})
+            info.append(f"{k}: {R} runs, {sec:.1f} s per run (both groups), thresholds a {th}"
+                        + (f", max R-hat of the shares {max(rh):.3f}" if rh else ""))
+    header = ["method", "group", "runs"]
     for a in SHORT:
         header += [f"{a} mean", f"{a} frac", f"{a} P(H0)"]
-    th = {g: sorted({t for pair in thresholds[g] for t in pair}) for g in thresholds}
+    boots_dec = np.array(bench["Boots"]["reject"], dtype=bool)
+    scan_rows, agree_eps = [], {}
+    for share in s["scan_shares"]:
+        flags = []
+        for e in s["eps_scan"]:
+            got = [u for u in (_load(_cache(ctx.outdir, "scan", f"s{share:g}_e{e:g}_r{r:04d}.json"))
+                               for r in range(s["scan_runs"])) if u is not None]
+            if not got:
+                continue
+            fr = np.mean(np.array(got, dtype=float), axis=0)
+            se = _se(fr, len(got))
+            agree = bool(np.all((fr >= 0.5) == boots_dec))
+            flags.append((e, agree))
+            scan_rows.append([f"{share:g}", f"{e:g}", str(len(got))]
+                             + [f"{v:.2f} ± {w:.2f}" for v, w in zip(fr, se)]
+                             + ["yes" if agree else "no"])
+        # the smallest grid epsilon from which DPBoots agrees at every larger grid epsilon
+        agree_eps[share] = next((e for i, (e, _) in enumerate(flags)
+                                 if all(f for _, f in flags[i:])), None)
+    headline["agree_epsilon"] = {str(k): v for k, v in agree_eps.items()}
     md = ["# Guo, Barrientos & Peña (seed 002): Table 2 on ATUS time-use compositions", "",
           _settings_md(ctx), "",
-          f"Data: {len(data['F'])} (F) and {len(data['M'])} (M) compositions from "
-          f"`{atus_dir()}` (seed: 3766 / 3359; a different cleaning, and the source's F/M labels "
-          "are uncertain -- see its README). Each cell: ours (paper). 'frac' = fraction of the "
-          f"{s['runs']} runs rejecting H0: |E[x_j|M] - E[x_j|F]| <= 0.01; 'P(H0)' = mean "
-          "posterior probability of H0. Boots and MCMCp1 are run once.", "",
-          f"Total ε = {eps} per group (ε1 = {0.25 * eps:g}, ε2 = {0.75 * eps:g}); DPBoots and "
-          "DPMCMCp1 use a DPss release without split, DPreMCMCp4 and DPABCp5 a release with "
-          "n1 = 0.25 n (each analysis on its own ε release). Thresholds chosen (prose rule): "
-          f"F {th['F']}, M {th['M']}.", "",
-          _md_table(header, rows), "",
+          f"Data: `{atus_dir()}` (seed: 3766 F / 3359 M; a different cleaning, and the source's "
+          "F/M labels are uncertain -- see its README). Each cell: ours (paper). 'frac' = "
+          "fraction of the runs rejecting H0: |E[x_j|M] - E[x_j|F]| <= 0.01 (± binomial "
+          "standard error); 'P(H0)' = mean posterior probability of H0 (± its standard error "
+          "over runs). Boots and MCMCp1 are run once.", "",
+          f"Total ε = {eps} per group (ε1 = {0.25 * eps:g}, ε2 = {0.75 * eps:g}); every DP run "
+          "draws a fresh DPss release per group, without split for DPBoots and DPMCMCp1, with "
+          "n1 = 0.25 n for DPreMCMCp4 and DPABCp5.", "",
+          _md_table(header, rows), "", *[f"* {t}" for t in info], "",
           "## ε at which DPBoots decides like Boots", "",
           f"Boots rejects H0 for: {', '.join(a for a, d in zip(SHORT, boots_dec) if d) or 'none'}."
-          f" DPBoots, {s['scan_runs']} runs per ε (fraction rejecting):", "",
-          _md_table(["ε1/ε", "ε", *[f"{a} frac" for a in SHORT], "majority agrees with Boots"],
-                    scan_rows), "",
+          " DPBoots, fraction of runs rejecting per ε and budget share ε1/ε:", "",
+          _md_table(["ε1/ε", "ε", "runs", *[f"{a} frac" for a in SHORT],
+                     "majority agrees with Boots"], scan_rows), "",
           "Smallest ε on the grid from which DPBoots agrees (majority of runs, ties counted as "
           "rejecting) at every larger grid ε, by ε1/ε: "
           + ", ".join(f"{k:g}: {v}" for k, v in agree_eps.items()) + " (seed: about 1.25, "
           "allocation not stated).", ""]
-    headline = {"agree_epsilon": {str(k): v for k, v in agree_eps.items()},
-                "fraction_rejecting": {k: np.mean(res[k]["reject"], axis=0).tolist()
-                                       for k in res}}
     return ReproductionReport(ctx.name, ctx.size, ctx.outdir, ctx.outdir / "report.md",
                               "\n".join(md), tables={}, figures=[], headline=headline)
+
+
+def run_atus(ctx):
+    """Runner for :func:`privpost.experiments.reproduce.reproduce` (``ctx.settings``: runs,
+    method_runs (optional per-method runs), epsilon, draws, warmup, chains, boot_draws,
+    abc_draws, prior_draws, eps_scan, scan_shares, scan_runs). Resumable (``outdir/runs``)."""
+    compute_atus(ctx)
+    return atus_report(ctx)
+
+
+# The size run for EXPERIMENTS.md §8.4 (23 Nov 2026): the seed's 1000 draws per method
+# (2 chains x 500 for the MCMCs, after 2000 warm-up iterations for the DP ones: with 500 the
+# DPMCMCp1 chains had not forgotten their start, R-hat up to 3), 10,000 ABC proposals; runs per
+# method chosen to fit the machine (``method_runs``).
+STUDY = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0),
+         "scan_shares": (0.75, 0.25), "runs": 100, "draws": 500, "warmup": 500,
+         "dp_warmup": 2000, "chains": 2,
+         "boot_draws": 1000, "abc_draws": 1000, "prior_draws": 2000, "scan_runs": 20}
+
+
+def main(argv=None) -> None:
+    """``python -m privpost.experiments.guo2023_atus --out DIR [--methods ...] [--runs M=R ...]
+    [--no-scan] [--report-only]``: compute (resumably) and/or write ``DIR/report.md``.
+    Several processes may share one ``--out`` with disjoint ``--methods``."""
+    import argparse
+
+    from privpost.experiments.reproduce import _Ctx
+
+    ap = argparse.ArgumentParser(prog="python -m privpost.experiments.guo2023_atus")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--methods", nargs="*", default=list(DP_METHODS), choices=DP_METHODS)
+    ap.add_argument("--runs", nargs="*", default=[], metavar="METHOD=R")
+    ap.add_argument("--scan-runs", type=int, default=STUDY["scan_runs"])
+    ap.add_argument("--no-scan", action="store_true")
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--seed", type=int, default=2023)
+    a = ap.parse_args(argv)
+    s = dict(STUDY, scan_runs=a.scan_runs, method_runs={})
+    for item in a.runs:
+        k, _, v = item.partition("=")
+        if k not in DP_METHODS or not v.isdigit():
+            raise SystemExit(f"--runs takes METHOD=R with METHOD in {DP_METHODS}, got {item!r}")
+        s["method_runs"][k] = int(v)
+    ctx = _Ctx("guo2023-atus", "study", s, Path(a.out), a.seed, {"progress": True})
+    if not a.report_only:
+        compute_atus(ctx, methods=tuple(a.methods), scan=not a.no_scan)
+    rep = atus_report(ctx)
+    (ctx.outdir / "report.md").write_text(rep.markdown)
+    print(rep.markdown)
+
+
+if __name__ == "__main__":
+    main()
