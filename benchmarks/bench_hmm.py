@@ -6,7 +6,9 @@ simulated war-log shapes, as ratios to naive measured in the same run.
 
 Numba compilation is excluded (a warm-up call first). Prints one line per method: median
 seconds over ``repeats`` runs, seconds per iteration, ns per latent (report, feature) update
-for damcmc, and the ratio to naive.
+for damcmc, and the ratio to naive. ``ops (per-block loop)`` is OPS with the emission update
+done the pre-batching way (one ``truncated_dirichlet_step`` Python call per state and feature;
+bit-identical draws, tests/test_hmm.py), to measure what the batched compiled update saves.
 """
 
 from __future__ import annotations
@@ -42,7 +44,19 @@ def main() -> None:
           f"{a.regime}: {data['records'].shape[0]} reports, {data['cell_sizes'].size} cells, "
           f"K = {a.states}, {a.iterations} iterations")
     times = {}
-    for method in ("naive", "ops", "damcmc", "nonprivate"):
+    import privpost.inference.hmm as H
+
+    def per_block(rng, conc, off, levels, a0, theta, tries=1, sweeps=3):
+        for k in range(conc.shape[0]):
+            for d in range(len(levels)):
+                blk = slice(int(off[d]), int(off[d] + levels[d]))
+                theta[k, blk] = H.truncated_dirichlet_step(rng, conc[k, blk], a0[d],
+                                                           theta[k, blk], tries, sweeps)
+
+    batched = H.truncated_dirichlet_blocks
+    for label in ("naive", "ops", "ops (per-block loop)", "damcmc", "nonprivate"):
+        method = label.split(" ")[0]
+        H.truncated_dirichlet_blocks = per_block if "loop" in label else batched
         kw = {"records": data["records"]} if method in ("ops", "nonprivate") else {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -53,12 +67,13 @@ def main() -> None:
                 pp.infer(model, rel, method=method, draws=draws, warmup=warm, seed=r,
                          diagnose=False, **kw)
                 runs.append(time.perf_counter() - t0)
-        times[method] = statistics.median(runs)
+        times[label] = statistics.median(runs)
+    H.truncated_dirichlet_blocks = batched
     n_latent = data["records"].shape[0] * len(data["query"].n_levels)
     for method, t in times.items():
         extra = (f", {1e9 * t / (a.iterations * n_latent):.0f} ns per latent update"
                  if method == "damcmc" else "")
-        print(f"{method:10s} {t:8.3f} s  {1e3 * t / a.iterations:8.2f} ms/iteration  "
+        print(f"{method:21s} {t:8.3f} s  {1e3 * t / a.iterations:8.2f} ms/iteration  "
               f"ratio to naive {t / times['naive']:6.2f}{extra}")
 
 

@@ -79,6 +79,7 @@ from privpost.inference._gibbs_common import (Progress, check_sampler_options, m
                                               reject_unknown)
 
 __all__ = ["run_method", "gibbs_chain", "ops_bound_hmm", "truncated_dirichlet_step",
+           "truncated_dirichlet_blocks",
            "state_probabilities", "modal_states"]
 
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
@@ -122,6 +123,38 @@ def truncated_dirichlet_step(rng, conc, a0, current, tries: int = 1, sweeps: int
             u = float(truncated_beta(rng, conc[i], conc[j], lo, hi))
             p[i], p[j] = u * s, (1.0 - u) * s
     return p
+
+
+def truncated_dirichlet_blocks(rng, conc, off, levels, a0, theta, tries: int = 1,
+                               sweeps: int = 3) -> None:
+    """:func:`truncated_dirichlet_step` for every block ``theta[k, block d]`` (state-major),
+    in place: ``conc (K, W)``, ``theta (K, W)`` (current value, in the box), ``a0`` D floats.
+
+    The rejection attempts of all blocks run in one compiled call
+    (:func:`~privpost.inference._hmm_core.dirichlet_box_blocks`), which stops at a block whose
+    attempts all failed; that block gets the pairwise fallback here and the compiled call
+    resumes at the next block. The random stream is consumed in the same order as one
+    :func:`truncated_dirichlet_step` call per block, so the result is bit-identical to that
+    loop (tested); only the per-block Python overhead is gone.
+    """
+    conc = np.ascontiguousarray(conc, dtype=np.float64)
+    a0 = np.asarray(a0, dtype=np.float64)
+    off = np.asarray(off, dtype=np.int64)
+    levels = np.asarray(levels, dtype=np.int64)
+    D = off.size
+    nblocks = conc.shape[0] * D
+    first = 0
+    max_prop = 256 * int(tries) if tries > 0 else 0
+    while first < nblocks:
+        failed = _core().dirichlet_box_blocks(conc, off, levels, a0, max_prop, rng, theta,
+                                              first)
+        if failed < 0:
+            return
+        k, d = divmod(int(failed), D)
+        blk = slice(int(off[d]), int(off[d] + levels[d]))
+        theta[k, blk] = truncated_dirichlet_step(rng, conc[k, blk], float(a0[d]),
+                                                 theta[k, blk], tries=0, sweeps=sweeps)
+        first = failed + 1
 
 
 def ops_bound_hmm(n_levels, M: float) -> tuple[float, list[float]]:
@@ -190,11 +223,7 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
         if trunc is None:
             core.dirichlet_blocks(conc, off, levels, rng, theta)
             return
-        for k in range(K):
-            for d in range(len(levels)):
-                blk = slice(int(off[d]), int(off[d] + levels[d]))
-                theta[k, blk] = truncated_dirichlet_step(rng, conc[k, blk], trunc[d],
-                                                         theta[k, blk])
+        truncated_dirichlet_blocks(rng, conc, off, levels, trunc, theta)
 
     if trunc is not None:       # start inside the truncated set: the uniform point
         for d in range(len(levels)):
