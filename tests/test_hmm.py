@@ -385,3 +385,62 @@ def test_truncated_dirichlet_blocks_bit_identical_to_per_block_loop():
         assert rng.random() == loop_rng_state
     feature_major = [(k, d) for d in range(3) for k in range(K)]
     assert not np.array_equal(th, loop(4, feature_major))
+
+
+def test_state_calibration_by_hand():
+    """Modal-state accuracy, confidence and P(true state) on a hand example with a 3-cycle
+    alignment (fitted i <-> true perm[i]); wrong variant: using perm itself (instead of its
+    inverse) to map true states to fitted ones gives a different P(true state)."""
+    from privpost.experiments.foulds_hmm import state_calibration
+
+    zs = np.array([[[0, 1, 2]], [[0, 1, 1]], [[0, 2, 1]], [[1, 1, 1]]])     # (S=4, R=1, T=3)
+    perm = np.array([2, 0, 1])                   # fitted 0 = true 2, fitted 1 = true 0, ...
+    z_true = np.array([[2, 0, 1]])
+    acc, conf, ptrue = state_calibration(zs, perm, z_true, 3)
+    # cell 0: fitted probs (3/4, 1/4, 0), modal fitted 0 = true 2 (correct), P(true=2)=P(f0)=3/4
+    # cell 1: (0, 3/4, 1/4), modal fitted 1 = true 0 (correct), P(true 0) = P(f1) = 3/4
+    # cell 2: (0, 3/4, 1/4), modal fitted 1 = true 0 (wrong: truth 1), P(true 1) = P(f2) = 1/4
+    assert np.isclose(acc, 2 / 3)
+    assert np.isclose(conf, 3 / 4)
+    assert np.isclose(ptrue, (3 / 4 + 3 / 4 + 1 / 4) / 3)
+    fitted_probs = [[0.75, 0.25, 0.0], [0.0, 0.75, 0.25], [0.0, 0.75, 0.25]]
+    wrong = np.mean([fitted_probs[c][perm[t]] for c, t in enumerate([2, 0, 1])])
+    assert not np.isclose(ptrue, wrong)
+
+
+def test_heldout_md_aggregates_complete_splits_only():
+    """The summary table is the mean and sd across splits of the per-split rows (computed
+    here independently), and a split missing a regime (a run stopped early) is dropped."""
+    import pandas as pd
+
+    from privpost.experiments.foulds_hmm import heldout_md
+
+    s = {"regimes": ("dense", "sparse"), "states": 2, "epsilon": (1.0,), "true_states": 2}
+    rng = np.random.default_rng(0)
+    rows = []
+    for split in range(3):
+        for regime in (("dense", "sparse") if split < 2 else ("dense",)):
+            for model in ("naive Bayes", "HMM K=2"):
+                for method, eps in (("non-private", np.inf), ("laplace", 1.0),
+                                    ("ops M=10", 1.0), ("ops M=100", 1.0), ("damcmc", 1.0)):
+                    rows.append(dict(regime=regime, model=model, split=split, epsilon=eps,
+                                     method=method, ll=-6 + rng.normal(), states=2.0,
+                                     seconds=1.0 + rng.random()))
+    table = pd.DataFrame(rows)
+    lines, claims, ratio, dam_ratio, agg = heldout_md(table, s)
+    assert "mean over 2 splits" in lines[0]
+    sel = table[(table.split < 2) & (table.regime == "dense") & (table.model == "HMM K=2")
+                & (table.method == "laplace")].ll
+    got = agg[(agg.regime == "dense") & (agg.model == "HMM K=2") & (agg.method == "laplace")]
+    assert np.isclose(float(got.ll.iloc[0]), sel.mean())
+    assert np.isclose(float(got.ll_sd.iloc[0]), sel.std(ddof=1))
+    # wrong variant: keeping the incomplete split 2 changes the dense mean
+    all3 = table[(table.regime == "dense") & (table.model == "HMM K=2")
+                 & (table.method == "laplace")].ll
+    assert not np.isclose(float(got.ll.iloc[0]), all3.mean())
+    assert len(claims) == 6 and np.isfinite(ratio) and np.isfinite(dam_ratio)
+    # the claims use per-split paired differences of complete splits: dense HMM, Laplace - best OPS
+    d = table[(table.split < 2) & (table.regime == "dense") & (table.model == "HMM K=2")]
+    w = d.pivot_table(index="split", columns="method", values="ll")
+    gap = w["laplace"] - w[["ops M=10", "ops M=100"]].max(axis=1)
+    assert f"{gap.mean():+.3f} ± {gap.std(ddof=1):.3f}" in claims[3][2]
