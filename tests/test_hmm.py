@@ -371,7 +371,7 @@ def test_truncated_dirichlet_blocks_bit_identical_to_per_block_loop():
     for seed in range(5):
         rng = np.random.default_rng(seed)
         th = theta0.copy()
-        truncated_dirichlet_blocks(rng, conc, off, levels, a0, th)
+        truncated_dirichlet_blocks(rng, conc, off, levels, a0, th, fallback="exact")
         assert np.array_equal(th, loop(seed, state_major))
         assert np.all(th[:, 0:3] >= 0.05 - 1e-15) and np.all(th[:, 3:8] >= 0.03 - 1e-15)
         # the stream is left in the same state too (the chain continues identically)
@@ -444,3 +444,53 @@ def test_heldout_md_aggregates_complete_splits_only():
     w = d.pivot_table(index="split", columns="method", values="ll")
     gap = w["laplace"] - w[["ops M=10", "ops M=100"]].max(axis=1)
     assert f"{gap.mean():+.3f} ± {gap.std(ddof=1):.3f}" in claims[3][2]
+
+
+@pytest.mark.parametrize("tries", [0, 1])
+def test_compiled_slice_fallback_keeps_truncated_dirichlet(tries):
+    """The compiled OPS emission update (rejection, then slice-sampling pairwise moves; forced
+    with tries=0) leaves the truncated Dirichlet invariant: the chain mean of every component
+    matches exact rejection draws (ops.truncated_dirichlet) within 4 MCSE, in a box that the
+    rejection step rarely hits; the untruncated mean is rejected (wrong target)."""
+    from privpost.inference.hmm import truncated_dirichlet_blocks
+    from privpost.inference.ops import truncated_dirichlet
+
+    rng = np.random.default_rng(7)
+    conc = np.array([[0.4, 3.0, 12.0, 1.0, 30.0]])           # blocks: levels 3 and 2
+    off, levels = np.array([0, 3]), np.array([3, 2])
+    a0 = [0.08, 0.1]
+    refs = [truncated_dirichlet(rng, conc[0, :3], a0[0], 40000).mean(axis=0),
+            truncated_dirichlet(rng, conc[0, 3:], a0[1], 40000).mean(axis=0)]
+    ref = np.concatenate(refs)
+    th = np.array([[1 / 3, 1 / 3, 1 / 3, 0.5, 0.5]])
+    n = 6000
+    xs = np.empty((1, n, 5))
+    for i in range(n):
+        truncated_dirichlet_blocks(rng, conc, off, levels, a0, th, tries=tries, sweeps=1)
+        xs[0, i] = th[0]
+    assert np.all(xs[..., :3] >= a0[0] - 1e-15) and np.all(xs[..., 3:] >= a0[1] - 1e-15)
+    assert np.allclose(xs[..., :3].sum(-1), 1) and np.allclose(xs[..., 3:].sum(-1), 1)
+    zs = [_mcse_z(xs[..., j], ref[j]) for j in range(5)]
+    assert max(abs(v) for v in zs) < 4, zs
+    untrunc = np.concatenate([conc[0, :3] / conc[0, :3].sum(), conc[0, 3:] / conc[0, 3:].sum()])
+    assert max(abs(_mcse_z(xs[..., j], untrunc[j])) for j in range(5)) > 4
+
+
+def test_calibration_summary_from_per_replicate_rows():
+    """Coverage mean and its se (sd across replicates / sqrt(n)) per method, computed here
+    independently; wrong variant: the binomial se that ignores the within-replicate dependence
+    differs."""
+    import pandas as pd
+
+    from privpost.experiments.foulds_hmm import calibration_summary
+
+    cov = {"laplace": [0.2, 0.4, 0.1, 0.3], "damcmc": [0.9, 0.8, 1.0, 0.85]}
+    rows = [dict(method=m, replicate=i, coverage=v, accuracy=0.5, confidence=0.6, ptrue=0.55)
+            for m, vals in cov.items() for i, v in enumerate(vals)]
+    out = {r[0]: r for r in calibration_summary(pd.DataFrame(rows))}
+    for m, vals in cov.items():
+        v = np.array(vals)
+        assert np.isclose(out[m][1], v.mean())
+        assert np.isclose(out[m][2], v.std(ddof=1) / 2.0)
+        assert out[m][3:] == [0.5, 0.6, 0.55]
+    assert not np.isclose(out["damcmc"][2], np.sqrt(0.9 * 0.1 / (4 * 12)))
