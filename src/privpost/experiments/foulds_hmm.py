@@ -26,7 +26,8 @@ from scipy.special import logsumexp
 from privpost.experiments.reproduce import (REPRODUCTIONS, Reproduction, ReproductionReport,
                                             _Ctx, _md_table, _settings_md)
 
-__all__ = ["REPRODUCTION", "heldout_loglik", "heldout_md", "state_calibration"]
+__all__ = ["REPRODUCTION", "heldout_loglik", "heldout_md", "state_calibration",
+           "calibration_summary"]
 
 
 def heldout_loglik(post, model, counts, heldout, *, last_only: bool = False) -> float:
@@ -123,26 +124,39 @@ def state_calibration(zs, perm, z_true, K) -> tuple[float, float, float]:
                                                              np.arange(truth.size)].mean())
 
 
-def _calibration(s, rng):
+def calibration_summary(per_rep) -> list[list]:
+    """Rows ``[method, coverage, se, accuracy, confidence, P(true state)]`` from the
+    per-replicate table (columns method, coverage, accuracy, confidence, ptrue; also usable on
+    ``calibration.csv`` of a run stopped early)."""
+    rows = []
+    for name, g in per_rep.groupby("method", sort=False):
+        h = g.coverage.to_numpy(dtype=float)
+        n = h.size
+        rows.append([name, float(h.mean()), float(h.std(ddof=1) / math.sqrt(n)) if n > 1
+                     else float("nan"), float(g.accuracy.mean()), float(g.confidence.mean()),
+                     float(g.ptrue.mean())])
+    return rows
+
+
+def _calibration(s, rng, csv_path=None):
     """Coverage of equal-tailed 90% intervals of the emission probabilities and accuracy of the
     modal states, naive (Laplace) vs damcmc vs non-private, with parameters drawn from the
     prior (simulation-based calibration; states aligned to the truth by the permutation that
     best matches the posterior mean emissions -- post-processing, needed for label switching)."""
+    import pandas as pd
+    from scipy.optimize import linear_sum_assignment
+
     import privpost as pp
+    from privpost.cell_counts import CellCounts
     from privpost.mechanisms import Laplace
     from privpost.models.hmm import HiddenMarkovNB
-    from privpost.cell_counts import CellCounts
-    from scipy.optimize import linear_sum_assignment
 
     c = s["calibration"]
     model = HiddenMarkovNB(c["states"], c["levels"])
     sizes = np.full((c["regions"], c["times"]), c["cell_size"])
     q = CellCounts(model.n_levels, sizes)
-    hits = {m: [] for m in ("non-private", "laplace", "damcmc")}
-    acc = {m: [] for m in hits}
-    conf = {m: [] for m in hits}        # mean posterior probability of the modal state
-    ptrue = {m: [] for m in hits}       # mean posterior probability of the true state
-    for _ in range(c["replicates"]):
+    per_rep = []
+    for rep in range(c["replicates"]):
         params = model.prior_sample(rng)
         K = model.n_states
         A = np.full((K, K), 0.2 / max(K - 1, 1))
@@ -165,19 +179,12 @@ def _calibration(s, rng):
             perm = linear_sum_assignment(cost)[1]          # fitted state i <-> true perm[i]
             lo, hi = np.quantile(th, [0.05, 0.95], axis=0)
             inside = (lo <= truth[perm]) & (truth[perm] <= hi)
-            hits[name].append(float(inside.mean()))
             a, cf, pt = state_calibration(post.sample_stats["z"][0], perm, z, K)
-            acc[name].append(a)
-            conf[name].append(cf)
-            ptrue[name].append(pt)
-    rows = []
-    R = c["replicates"]
-    for name in hits:
-        h = np.asarray(hits[name])
-        rows.append([name, float(h.mean()), float(h.std(ddof=1) / math.sqrt(R)) if R > 1
-                     else float("nan"), float(np.mean(acc[name])), float(np.mean(conf[name])),
-                     float(np.mean(ptrue[name]))])
-    return rows
+            per_rep.append(dict(method=name, replicate=rep, coverage=float(inside.mean()),
+                                accuracy=a, confidence=cf, ptrue=pt))
+        if csv_path is not None:
+            pd.DataFrame(per_rep).to_csv(csv_path, index=False)
+    return calibration_summary(pd.DataFrame(per_rep))
 
 
 def _heldout_rows(s, rng, csv_path=None):
@@ -193,7 +200,8 @@ def _heldout_rows(s, rng, csv_path=None):
     rows = []
     dam_its = int(s.get("damcmc_iterations", 200))
     # naive Bayes: one pooled cell of ~10^4-10^5 reports against noise of scale 2D/ε <= 100,
-    # so the latent counts are pinned and the x-theta coupling is weak (R-hat in EXPERIMENTS)
+    # so the latent counts are pinned and the x-theta coupling is weak: at 200 iterations its
+    # held-out likelihood is within 0.01 nats/report of the non-private one (EXPERIMENTS §7)
     dam_its_nb = int(s.get("damcmc_iterations_nb", 200))
     methods = [("laplace", "naive", None), ("ops M=10", "ops", 10.0),
                ("ops M=100", "ops", 100.0), ("damcmc", "damcmc", None)]
@@ -318,7 +326,7 @@ def _run(ctx: _Ctx) -> ReproductionReport:
         tables["heldout"] = agg
         headline.update(claims=claims, ops_over_laplace=time_ratio)
     if s["calibration"]["replicates"] > 0:
-        calib = _calibration(s, rng)
+        calib = _calibration(s, rng, ctx.outdir / "calibration.csv")
         md += _calibration_md(s, calib)
         headline["calibration"] = calib
     return ReproductionReport(ctx.name, ctx.size, ctx.outdir, ctx.outdir / "report.md",
@@ -363,11 +371,13 @@ def _claims(table, s):
     out = []
     for regime in s["regimes"]:
         gaps = [_paired(table, regime, "naive Bayes", e, "laplace", ops) for e in eps]
+        ok = _clear(gaps[0]) and not any(_clear(g, -1) for g in gaps)
         out.append([f"naive Bayes ({regime}): Laplace ≫ OPS",
-                    "reproduced" if all(_clear(g) for g in gaps) else "not reproduced",
+                    "reproduced" if ok else "not reproduced",
                     "Laplace − best OPS per report by ε: " + "; ".join(
                         f"{e:g}: {_fmt(g)}" for e, g in zip(eps, gaps))
-                    + " (reproduced: Laplace clearly better at every ε)"])
+                    + " (reproduced: Laplace clearly better at the smallest ε and clearly "
+                    "worse at none; at large ε both reach the non-private value)"])
     if "sparse" in s["regimes"]:
         gaps = [_paired(table, "sparse", hmm, e, ops, "laplace") for e in eps]
         out.append(["HMM sparse: OPS competitive with Laplace",
@@ -378,12 +388,14 @@ def _claims(table, s):
                     + " (competitive: mean within 0.05 nats/report at some ε)"])
     if "dense" in s["regimes"]:
         gaps = [_paired(table, "dense", hmm, e, "laplace", ops) for e in eps]
-        ok = all(_clear(g) for g in gaps) and gaps[0].mean() >= gaps[-1].mean()
+        ok = (_clear(gaps[0]) and not any(_clear(g, -1) for g in gaps)
+              and gaps[0].mean() >= gaps[-1].mean())
         out.append(["HMM dense: Laplace better than OPS, especially at small ε",
                     "reproduced" if ok else "not reproduced",
                     "Laplace − best OPS per report by ε: " + "; ".join(
                         f"{e:g}: {_fmt(g)}" for e, g in zip(eps, gaps))
-                    + " (reproduced: clearly positive at every ε and largest at the smallest)"])
+                    + " (reproduced: clearly positive at the smallest ε, clearly negative at "
+                    "none, larger at the smallest ε than at the largest)"])
     for regime in s["regimes"]:
         g = table[(table.regime == regime) & (table.model == hmm)]
         nonp = float(g[g.method == "non-private"].states.mean())
