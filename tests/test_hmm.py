@@ -376,7 +376,6 @@ def test_truncated_dirichlet_blocks_bit_identical_to_per_block_loop():
         assert np.all(th[:, 0:3] >= 0.05 - 1e-15) and np.all(th[:, 3:8] >= 0.03 - 1e-15)
         # the stream is left in the same state too (the chain continues identically)
         ref_rng = np.random.default_rng(seed)
-        loop_rng_state = None
         th2 = theta0.copy()
         for k, d in state_major:
             blk = slice(int(off[d]), int(off[d] + levels[d]))

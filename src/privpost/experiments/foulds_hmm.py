@@ -5,9 +5,12 @@ on simulated data with the war logs' shapes (the real data are not available her
 Per regime (dense: median 972 reports per cell; sparse: median 58, rising over time), split
 and ε: the true HMM generates the reports; 10% of the cells are held out (their reports never
 enter the fit; the release covers all cells but the held-out cells' noisy counts are ignored);
-each method fits ``K`` states with the paper's 200 Gibbs iterations (100 burn-in). Naive Bayes
+each method fits ``K`` states with the paper's 200 Gibbs iterations (100 burn-in; ``damcmc``:
+``damcmc_iterations`` for the HMM and ``damcmc_iterations_nb`` for naive Bayes, with the same
+100 kept draws and a longer burn-in, since its chain mixes slowly). Naive Bayes
 (``K = 1``) is fitted, as in the paper, to corpus-wide counts: a separate release of the
-training reports' counts pooled into one cell (same ε, sensitivity 2 per feature). Held-out log-likelihood per report: for every held-out cell the state is
+training reports' counts pooled into one cell (same ε, sensitivity 2 per feature). Held-out
+log-likelihood per report: for every held-out cell the state is
 marginalised with the sampled transition matrix given the neighbouring states,
 ``log sum_k p(z_c = k | z_{c-1}, z_{c+1}, A) p(X_c | theta_k)``; Laplace (naive), damcmc and
 non-private average the likelihood over the 100 kept draws (log-mean-exp), OPS uses its one
@@ -252,7 +255,8 @@ def _heldout_rows(s, rng, csv_path=None):
 def heldout_md(table, s) -> tuple[list[str], list, float, float, object]:
     """Markdown of the held-out study from its rows (also usable on the CSV of a run stopped
     early: ``heldout_md(pd.read_csv(path), settings)``): ``(lines, claims, OPS/Laplace,
-    damcmc/Laplace, aggregated table)``. Splits that are incomplete (not every regime) are dropped."""
+    damcmc/Laplace, aggregated table)``. Splits that are incomplete (not every regime) are
+    dropped."""
     done = table.groupby("split").regime.nunique()
     table = table[table.split.isin(done[done == len(s["regimes"])].index)]
     agg = table.groupby(["regime", "model", "method", "epsilon"], sort=False).agg(
