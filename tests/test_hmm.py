@@ -336,3 +336,160 @@ def test_tiny_reproduction_end_to_end(monkeypatch, tmp_path):
     assert "The paper's claims" in text and "OPS / Laplace" in text
     assert "| dense | HMM K=2 | damcmc | 1 |" in text
     assert "90% coverage" in text and "| damcmc |" in text
+
+
+def test_truncated_dirichlet_blocks_bit_identical_to_per_block_loop():
+    """The batched OPS emission update (one compiled call for the rejection attempts of all
+    K x D blocks, Python fallback only for failing blocks) is bit-identical to one
+    truncated_dirichlet_step per block in state-major order -- the speed-up keeps the same
+    chain, not merely the same target. Some blocks are made improbable (large counts on a
+    level and a0 far above its share) so the pairwise fallback is exercised between compiled
+    blocks. Wrong variant: feature-major order consumes the stream differently and differs."""
+    from privpost.inference.hmm import truncated_dirichlet_blocks, truncated_dirichlet_step
+
+    levels = np.array([3, 5, 2], dtype=np.int64)
+    off = np.array([0, 3, 8], dtype=np.int64)
+    K, W = 4, 10
+    a0 = [0.05, 0.03, 0.1]
+    base = np.random.default_rng(1)
+    conc = 1.0 + base.gamma(1.0, 3.0, size=(K, W))
+    conc[1, 0:3] = [900.0, 1.0, 1.0]          # box {p >= 0.05} has tiny probability
+    conc[3, 3:8] = [1.0, 2000.0, 1.0, 1.0, 1.0]
+    theta0 = np.empty((K, W))
+    for d in range(3):
+        theta0[:, off[d]:off[d] + levels[d]] = 1.0 / levels[d]
+
+    def loop(seed, order):
+        rng = np.random.default_rng(seed)
+        th = theta0.copy()
+        for k, d in order:
+            blk = slice(int(off[d]), int(off[d] + levels[d]))
+            th[k, blk] = truncated_dirichlet_step(rng, conc[k, blk], a0[d], th[k, blk])
+        return th
+
+    state_major = [(k, d) for k in range(K) for d in range(3)]
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        th = theta0.copy()
+        truncated_dirichlet_blocks(rng, conc, off, levels, a0, th, fallback="exact")
+        assert np.array_equal(th, loop(seed, state_major))
+        assert np.all(th[:, 0:3] >= 0.05 - 1e-15) and np.all(th[:, 3:8] >= 0.03 - 1e-15)
+        # the stream is left in the same state too (the chain continues identically)
+        ref_rng = np.random.default_rng(seed)
+        th2 = theta0.copy()
+        for k, d in state_major:
+            blk = slice(int(off[d]), int(off[d] + levels[d]))
+            th2[k, blk] = truncated_dirichlet_step(ref_rng, conc[k, blk], a0[d], th2[k, blk])
+        loop_rng_state = ref_rng.random()
+        assert rng.random() == loop_rng_state
+    feature_major = [(k, d) for d in range(3) for k in range(K)]
+    assert not np.array_equal(th, loop(4, feature_major))
+
+
+def test_state_calibration_by_hand():
+    """Modal-state accuracy, confidence and P(true state) on a hand example with a 3-cycle
+    alignment (fitted i <-> true perm[i]); wrong variant: using perm itself (instead of its
+    inverse) to map true states to fitted ones gives a different P(true state)."""
+    from privpost.experiments.foulds_hmm import state_calibration
+
+    zs = np.array([[[0, 1, 2]], [[0, 1, 1]], [[0, 2, 1]], [[1, 1, 1]]])     # (S=4, R=1, T=3)
+    perm = np.array([2, 0, 1])                   # fitted 0 = true 2, fitted 1 = true 0, ...
+    z_true = np.array([[2, 0, 1]])
+    acc, conf, ptrue = state_calibration(zs, perm, z_true, 3)
+    # cell 0: fitted probs (3/4, 1/4, 0), modal fitted 0 = true 2 (correct), P(true=2)=P(f0)=3/4
+    # cell 1: (0, 3/4, 1/4), modal fitted 1 = true 0 (correct), P(true 0) = P(f1) = 3/4
+    # cell 2: (0, 3/4, 1/4), modal fitted 1 = true 0 (wrong: truth 1), P(true 1) = P(f2) = 1/4
+    assert np.isclose(acc, 2 / 3)
+    assert np.isclose(conf, 3 / 4)
+    assert np.isclose(ptrue, (3 / 4 + 3 / 4 + 1 / 4) / 3)
+    fitted_probs = [[0.75, 0.25, 0.0], [0.0, 0.75, 0.25], [0.0, 0.75, 0.25]]
+    wrong = np.mean([fitted_probs[c][perm[t]] for c, t in enumerate([2, 0, 1])])
+    assert not np.isclose(ptrue, wrong)
+
+
+def test_heldout_md_aggregates_complete_splits_only():
+    """The summary table is the mean and sd across splits of the per-split rows (computed
+    here independently), and a split missing a regime (a run stopped early) is dropped."""
+    import pandas as pd
+
+    from privpost.experiments.foulds_hmm import heldout_md
+
+    s = {"regimes": ("dense", "sparse"), "states": 2, "epsilon": (1.0,), "true_states": 2}
+    rng = np.random.default_rng(0)
+    rows = []
+    for split in range(3):
+        for regime in (("dense", "sparse") if split < 2 else ("dense",)):
+            for model in ("naive Bayes", "HMM K=2"):
+                for method, eps in (("non-private", np.inf), ("laplace", 1.0),
+                                    ("ops M=10", 1.0), ("ops M=100", 1.0), ("damcmc", 1.0)):
+                    rows.append(dict(regime=regime, model=model, split=split, epsilon=eps,
+                                     method=method, ll=-6 + rng.normal(), states=2.0,
+                                     seconds=1.0 + rng.random()))
+    table = pd.DataFrame(rows)
+    lines, claims, ratio, dam_ratio, agg = heldout_md(table, s)
+    assert "mean over 2 splits" in lines[0]
+    sel = table[(table.split < 2) & (table.regime == "dense") & (table.model == "HMM K=2")
+                & (table.method == "laplace")].ll
+    got = agg[(agg.regime == "dense") & (agg.model == "HMM K=2") & (agg.method == "laplace")]
+    assert np.isclose(float(got.ll.iloc[0]), sel.mean())
+    assert np.isclose(float(got.ll_sd.iloc[0]), sel.std(ddof=1))
+    # wrong variant: keeping the incomplete split 2 changes the dense mean
+    all3 = table[(table.regime == "dense") & (table.model == "HMM K=2")
+                 & (table.method == "laplace")].ll
+    assert not np.isclose(float(got.ll.iloc[0]), all3.mean())
+    assert len(claims) == 6 and np.isfinite(ratio) and np.isfinite(dam_ratio)
+    # the claims use per-split paired differences of complete splits: dense HMM, Laplace - best OPS
+    d = table[(table.split < 2) & (table.regime == "dense") & (table.model == "HMM K=2")]
+    w = d.pivot_table(index="split", columns="method", values="ll")
+    gap = w["laplace"] - w[["ops M=10", "ops M=100"]].max(axis=1)
+    assert f"{gap.mean():+.3f} ± {gap.std(ddof=1):.3f}" in claims[3][2]
+
+
+@pytest.mark.parametrize("tries", [0, 1])
+def test_compiled_slice_fallback_keeps_truncated_dirichlet(tries):
+    """The compiled OPS emission update (rejection, then slice-sampling pairwise moves; forced
+    with tries=0) leaves the truncated Dirichlet invariant: the chain mean of every component
+    matches exact rejection draws (ops.truncated_dirichlet) within 4 MCSE, in a box that the
+    rejection step rarely hits; the untruncated mean is rejected (wrong target)."""
+    from privpost.inference.hmm import truncated_dirichlet_blocks
+    from privpost.inference.ops import truncated_dirichlet
+
+    rng = np.random.default_rng(7)
+    conc = np.array([[0.4, 3.0, 12.0, 1.0, 30.0]])           # blocks: levels 3 and 2
+    off, levels = np.array([0, 3]), np.array([3, 2])
+    a0 = [0.08, 0.1]
+    refs = [truncated_dirichlet(rng, conc[0, :3], a0[0], 40000).mean(axis=0),
+            truncated_dirichlet(rng, conc[0, 3:], a0[1], 40000).mean(axis=0)]
+    ref = np.concatenate(refs)
+    th = np.array([[1 / 3, 1 / 3, 1 / 3, 0.5, 0.5]])
+    n = 6000
+    xs = np.empty((1, n, 5))
+    for i in range(n):
+        truncated_dirichlet_blocks(rng, conc, off, levels, a0, th, tries=tries, sweeps=1)
+        xs[0, i] = th[0]
+    assert np.all(xs[..., :3] >= a0[0] - 1e-15) and np.all(xs[..., 3:] >= a0[1] - 1e-15)
+    assert np.allclose(xs[..., :3].sum(-1), 1) and np.allclose(xs[..., 3:].sum(-1), 1)
+    zs = [_mcse_z(xs[..., j], ref[j]) for j in range(5)]
+    assert max(abs(v) for v in zs) < 4, zs
+    untrunc = np.concatenate([conc[0, :3] / conc[0, :3].sum(), conc[0, 3:] / conc[0, 3:].sum()])
+    assert max(abs(_mcse_z(xs[..., j], untrunc[j])) for j in range(5)) > 4
+
+
+def test_calibration_summary_from_per_replicate_rows():
+    """Coverage mean and its se (sd across replicates / sqrt(n)) per method, computed here
+    independently; wrong variant: the binomial se that ignores the within-replicate dependence
+    differs."""
+    import pandas as pd
+
+    from privpost.experiments.foulds_hmm import calibration_summary
+
+    cov = {"laplace": [0.2, 0.4, 0.1, 0.3], "damcmc": [0.9, 0.8, 1.0, 0.85]}
+    rows = [dict(method=m, replicate=i, coverage=v, accuracy=0.5, confidence=0.6, ptrue=0.55)
+            for m, vals in cov.items() for i, v in enumerate(vals)]
+    out = {r[0]: r for r in calibration_summary(pd.DataFrame(rows))}
+    for m, vals in cov.items():
+        v = np.array(vals)
+        assert np.isclose(out[m][1], v.mean())
+        assert np.isclose(out[m][2], v.std(ddof=1) / 2.0)
+        assert out[m][3:] == [0.5, 0.6, 0.55]
+    assert not np.isclose(out["damcmc"][2], np.sqrt(0.9 * 0.1 / (4 * 12)))

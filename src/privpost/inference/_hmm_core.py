@@ -22,7 +22,8 @@ import numpy as np
 from numba import njit
 
 __all__ = ["transition_counts", "emission_loglik", "z_sweep", "state_sums", "dirichlet_blocks",
-           "record_sweep", "draw_transitions"]
+           "record_sweep", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
+           "ffbs", "slice_pair_sweeps", "truncated_dirichlet_blocks_slice"]
 
 
 @njit(cache=True, nogil=True)
@@ -295,3 +296,112 @@ def ffbs(z, A, L, rng):
                     pick = k
                     break
             z[r, t] = pick
+
+
+@njit(cache=True, nogil=True)
+def dirichlet_box_blocks(conc, off, levels, a0, max_proposals, rng, theta, first):
+    """The rejection step of :func:`dirichlet_box_reject` for every emission block in turn.
+
+    Blocks ``b = k * D + d`` (state-major, the order of the Python loop it replaces) from
+    ``first`` on: ``theta[k, block d]`` gets an exact ``Dirichlet(conc[k, block d])`` draw
+    restricted to ``{p_j >= a0[d]}``, at most ``max_proposals`` proposals each. Stops at the
+    first block whose proposals all fell outside the box and returns its index (``theta`` of
+    that block untouched, the caller makes the pairwise fallback move and resumes at the next
+    block); returns -1 when every block succeeded. The random numbers are consumed exactly as
+    by one :func:`dirichlet_box_reject` call per block, so the draws are bit-identical to the
+    per-block loop; only the Python call overhead per block is gone.
+    """
+    K, W = conc.shape
+    D = off.shape[0]
+    for b in range(first, K * D):
+        k = b // D
+        d = b % D
+        o = off[d]
+        ok = dirichlet_box_reject(conc[k, o:o + levels[d]], a0[d], max_proposals, rng,
+                                  theta[k, o:o + levels[d]])
+        if not ok:
+            return b
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _pair_logdens(u, a, b):
+    return (a - 1.0) * math.log(u) + (b - 1.0) * math.log1p(-u)
+
+
+@njit(cache=True, nogil=True)
+def slice_pair_sweeps(conc, a0, p, sweeps, rng):
+    """``sweeps`` sweeps of pairwise moves leaving ``Dirichlet(conc)`` restricted to
+    ``{p_j >= a0}`` invariant, in place on ``p (J,)`` (in the box).
+
+    For a pair ``(i, j)`` with ``s = p_i + p_j`` fixed, ``u = p_i / s`` has the density
+    ``∝ u^(c_i - 1) (1 - u)^(c_j - 1)`` on ``[a0/s, 1 - a0/s]`` (the truncated Beta of
+    :func:`~privpost.inference.hmm.truncated_dirichlet_step`); instead of an exact draw
+    (SciPy's inverse incomplete Beta, not available compiled) ``u`` gets one slice-sampling
+    update with shrinkage from the whole interval (Neal 2003, §4.2: the bracket is the bounded
+    support itself, so no stepping out), which leaves that conditional invariant. Hence the
+    sweep leaves the truncated Dirichlet invariant: the same target, a different kernel.
+    Pairs: a random permutation (Fisher-Yates) and its consecutive pairs, as the Python sweep.
+    The shrinkage stops after 200 proposals (the bracket is then ~2^-200 wide around the
+    current point) and keeps the current value.
+    """
+    J = p.shape[0]
+    order = np.empty(J, dtype=np.int64)
+    for _ in range(sweeps):
+        for j in range(J):
+            order[j] = j
+        for j in range(J - 1, 0, -1):
+            m = int(rng.random() * (j + 1))
+            if m > j:
+                m = j
+            tmp = order[j]
+            order[j] = order[m]
+            order[m] = tmp
+        for t in range(J):
+            i = order[t]
+            j = order[(t + 1) % J]
+            if i == j:
+                continue
+            s = p[i] + p[j]
+            lo = a0 / s
+            hi = 1.0 - a0 / s
+            if not hi > lo:
+                continue
+            x0 = min(max(p[i] / s, lo), hi)
+            ci = conc[i]
+            cj = conc[j]
+            logy = _pair_logdens(x0, ci, cj) + math.log(1.0 - rng.random())
+            left = lo
+            right = hi
+            new = x0
+            for _k in range(200):
+                u = left + rng.random() * (right - left)
+                if _pair_logdens(u, ci, cj) > logy:
+                    new = u
+                    break
+                if u < x0:
+                    left = u
+                else:
+                    right = u
+            p[i] = new * s
+            p[j] = (1.0 - new) * s
+
+
+@njit(cache=True, nogil=True)
+def truncated_dirichlet_blocks_slice(conc, off, levels, a0, max_proposals, sweeps, rng, theta):
+    """Every emission block ``theta[k, block d]`` (state-major): up to ``max_proposals`` exact
+    rejection proposals (:func:`dirichlet_box_reject`), and if none falls in the box,
+    :func:`slice_pair_sweeps` from the current value -- all compiled. Returns the number of
+    blocks that needed the pairwise fallback."""
+    K, W = conc.shape
+    D = off.shape[0]
+    n_fallback = 0
+    for k in range(K):
+        for d in range(D):
+            o = off[d]
+            blk = theta[k, o:o + levels[d]]
+            if not dirichlet_box_reject(conc[k, o:o + levels[d]], a0[d], max_proposals, rng,
+                                        blk):
+                slice_pair_sweeps(conc[k, o:o + levels[d]], a0[d], blk, sweeps, rng)
+                n_fallback += 1
+    return n_fallback

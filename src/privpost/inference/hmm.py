@@ -44,9 +44,11 @@ and ``chain_stats``.
 Truncated Dirichlet draws (pitfall 13): an exact rejection draw from the untruncated Dirichlet
 (:func:`privpost.inference.ops.truncated_dirichlet`'s method, at most ``tries`` batches); when
 the box is too improbable for that, pairwise moves from the current value: for a pair ``(i, j)``
-with ``s = p_i + p_j`` fixed, ``p_i / s ~ Beta(c_i, c_j)`` truncated to ``[a0/s, 1 - a0/s]``
-(an exact Gibbs update of the truncated Dirichlet, :func:`~privpost.inference.ops.truncated_beta`).
-Both leave the truncated Dirichlet invariant (the rejection attempt succeeds with a
+with ``s = p_i + p_j`` fixed, ``p_i / s`` has the ``Beta(c_i, c_j)`` conditional truncated to
+``[a0/s, 1 - a0/s]``; the sampler updates it by one compiled slice-sampling step
+(:func:`truncated_dirichlet_blocks`; :func:`truncated_dirichlet_step` makes the exact
+truncated-Beta draw instead, :func:`~privpost.inference.ops.truncated_beta`, in Python).
+All of these leave the truncated Dirichlet invariant (the rejection attempt succeeds with a
 state-independent probability), so the chain's target is exact; unlike the paper's sequential
 truncated Betas, no component's constraint is dropped.
 
@@ -78,6 +80,7 @@ from privpost.inference._gibbs_common import (Progress, check_sampler_options, m
                                               reject_unknown)
 
 __all__ = ["run_method", "gibbs_chain", "ops_bound_hmm", "truncated_dirichlet_step",
+           "truncated_dirichlet_blocks",
            "state_probabilities", "modal_states"]
 
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
@@ -121,6 +124,54 @@ def truncated_dirichlet_step(rng, conc, a0, current, tries: int = 1, sweeps: int
             u = float(truncated_beta(rng, conc[i], conc[j], lo, hi))
             p[i], p[j] = u * s, (1.0 - u) * s
     return p
+
+
+def truncated_dirichlet_blocks(rng, conc, off, levels, a0, theta, tries: int = 1,
+                               sweeps: int = 3, fallback: str = "slice") -> None:
+    """Update every block ``theta[k, block d]`` (state-major) leaving the truncated Dirichlet
+    invariant, in place: ``conc (K, W)``, ``theta (K, W)`` (current value, in the box), ``a0``
+    D floats. Each block: up to ``256 * tries`` exact rejection proposals; if none is in the
+    box, ``sweeps`` sweeps of pairwise moves from the current value.
+
+    ``fallback="slice"`` (default, what the OPS sampler uses): everything compiled
+    (:func:`~privpost.inference._hmm_core.truncated_dirichlet_blocks_slice`); each pairwise
+    move is a slice-sampling update of the pair's truncated Beta conditional instead of an
+    exact draw -- the same invariant distribution, a different kernel (tested against exact
+    truncated-Dirichlet draws).
+
+    ``fallback="exact"``: the pairwise moves are exact truncated-Beta draws (SciPy, Python) as
+    in :func:`truncated_dirichlet_step`; the rejection attempts of all blocks run in one
+    compiled call (:func:`~privpost.inference._hmm_core.dirichlet_box_blocks`), which stops at
+    a block whose attempts all failed; that block gets the Python fallback and the compiled
+    call resumes at the next block. The random stream is consumed in the same order as one
+    :func:`truncated_dirichlet_step` call per block, so the result is bit-identical to that
+    loop (tested).
+    """
+    conc = np.ascontiguousarray(conc, dtype=np.float64)
+    a0 = np.asarray(a0, dtype=np.float64)
+    off = np.asarray(off, dtype=np.int64)
+    levels = np.asarray(levels, dtype=np.int64)
+    if fallback == "slice":
+        _core().truncated_dirichlet_blocks_slice(conc, off, levels, a0,
+                                                 256 * int(tries) if tries > 0 else 0,
+                                                 int(sweeps), rng, theta)
+        return
+    if fallback != "exact":
+        raise PrivpostError(f"fallback must be 'slice' or 'exact', got {fallback!r}")
+    D = off.size
+    nblocks = conc.shape[0] * D
+    first = 0
+    max_prop = 256 * int(tries) if tries > 0 else 0
+    while first < nblocks:
+        failed = _core().dirichlet_box_blocks(conc, off, levels, a0, max_prop, rng, theta,
+                                              first)
+        if failed < 0:
+            return
+        k, d = divmod(int(failed), D)
+        blk = slice(int(off[d]), int(off[d] + levels[d]))
+        theta[k, blk] = truncated_dirichlet_step(rng, conc[k, blk], float(a0[d]),
+                                                 theta[k, blk], tries=0, sweeps=sweeps)
+        first = failed + 1
 
 
 def ops_bound_hmm(n_levels, M: float) -> tuple[float, list[float]]:
@@ -189,11 +240,7 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
         if trunc is None:
             core.dirichlet_blocks(conc, off, levels, rng, theta)
             return
-        for k in range(K):
-            for d in range(len(levels)):
-                blk = slice(int(off[d]), int(off[d] + levels[d]))
-                theta[k, blk] = truncated_dirichlet_step(rng, conc[k, blk], trunc[d],
-                                                         theta[k, blk])
+        truncated_dirichlet_blocks(rng, conc, off, levels, trunc, theta)
 
     if trunc is not None:       # start inside the truncated set: the uniform point
         for d in range(len(levels)):
