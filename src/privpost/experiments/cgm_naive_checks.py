@@ -94,14 +94,15 @@ def mse_check(*, T=10, K=10, structure="chain1", N=(10**3, 10**4, 10**5, 10**6),
             ep, el = np.array(err_p), np.array(err_l)
             se_p = float(ep.std(ddof=1) / np.sqrt(ep.size))
             se_l = float(el.std(ddof=1) / np.sqrt(el.size)) if el.size > 1 else float("nan")
+            mse_l = float(el.mean()) if el.size else float("nan")
             pred = pred_s + pred_p
             rows.append({"N": n_rec, "epsilon": eps, "cliques": C, "b": b,
                          "pred_sampling": pred_s, "pred_privacy": pred_p, "pred": pred,
                          "pred_thesis_scale": pred_s + 2 * (C / eps) ** 2 / n_rec ** 2,
                          "mse_pseudo": float(ep.mean()), "se_pseudo": se_p,
                          "z_pseudo": (float(ep.mean()) - pred) / se_p,
-                         "mse_learned": float(el.mean()), "se_learned": se_l,
-                         "ratio_learned": float(el.mean()) / pred,
+                         "mse_learned": mse_l, "se_learned": se_l,
+                         "ratio_learned": mse_l / pred,
                          "replicates": ep.size, "learned_replicates": el.size})
             if progress:
                 r_ = rows[-1]
