@@ -24,15 +24,15 @@ from _mrf_exact import design, is_posterior  # noqa: E402
 
 def test_compiled_update_follows_the_python_kernel():
     """Same Generator state -> same new theta (compiled vs update_counts), over many steps
-    including rejections; a compiled kernel of a different prior (wrong target) diverges."""
+    including rejections; fed the records three times (wrong target) it diverges."""
     m = CliqueMRF([2, 3, 2], [[0, 1], [1, 2], [0, 2]], prior_sd=1.3)
     cm = m.compiled_model()
     assert cm is not None and cm.record_width == 3
-    wrong = CliqueMRF([2, 3, 2], [[0, 1], [1, 2], [0, 2]], prior_sd=2.6).compiled_model()
     rng = np.random.default_rng(3)
     th = m.flatten(m.prior_sample(rng))
     x = m.simulate(m.unflatten(th), 25, rng)
     recs = np.ascontiguousarray(x, dtype=np.float64)
+    recs3 = np.ascontiguousarray(np.repeat(recs, 3, axis=0))
     t_py, t_c, t_w = th.copy(), th.copy(), th.copy()
     moved = 0
     for step in range(30):
@@ -41,7 +41,7 @@ def test_compiled_update_follows_the_python_kernel():
         moved += int(not np.allclose(new, t_py))
         t_py = new
         cm.update(t_c, recs, np.random.default_rng(seed))
-        wrong.update(t_w, recs, np.random.default_rng(seed))
+        cm.update(t_w, recs3, np.random.default_rng(seed))
         np.testing.assert_allclose(t_c, t_py, rtol=1e-9, atol=1e-9)
     assert moved >= 10                                   # the kernel really moved
     assert not np.allclose(t_w, t_py, atol=1e-3)
