@@ -317,6 +317,12 @@ class CliqueMRF(Model):
             z = zn
         return B @ z + null
 
+    def compiled_model(self):
+        """Numba ``update``/``simulate`` for the compiled DA-MCMC path (joint spaces up to
+        :attr:`ENUMERATE_MAX` states; ``None`` otherwise). See :mod:`privpost.models._mrf_compiled`."""
+        from privpost.models._mrf_compiled import mrf_compiled
+        return mrf_compiled(self)
+
     def validate_records(self, records):
         arr = np.asarray(records)
         T = len(self.levels)
