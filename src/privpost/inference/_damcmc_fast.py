@@ -41,6 +41,7 @@ from numba import njit, types
 
 from privpost.errors import IncompatibleError
 from privpost.inference._kernels import sweep_l1, sweep_l2
+from privpost.models._numeric import chol_lower
 
 __all__ = ["CompiledModel", "CompiledInterweave", "FastPath", "resolve_fast_path", "builtin_contrib", "CompiledChain",
            "pack_params", "unpack_params"]
@@ -333,7 +334,7 @@ def _iw_adapt(v, alpha, iw_f, iw_i, mean, m2, chol):
         ridge = 1e-10 * max(tr / dim, 1e-300)
         for a in range(dim):
             cov[a, a] += ridge
-        L = _chol(cov)
+        L = chol_lower(cov)
         anypos = False
         for a in range(dim):
             for b in range(dim):
@@ -347,27 +348,6 @@ def _iw_adapt(v, alpha, iw_f, iw_i, mean, m2, chol):
         if iw_i[1] == 0:
             iw_i[1] = 1
             iw_f[0] = math.log(2.38 / math.sqrt(dim))
-
-
-@njit(cache=True, nogil=True)
-def _chol(A):
-    k = A.shape[0]
-    L = np.zeros((k, k))
-    for j in range(k):
-        s = A[j, j]
-        for m in range(j):
-            s -= L[j, m] * L[j, m]
-        if not s > 0.0:
-            L[:, :] = np.nan
-            return L
-        d = math.sqrt(s)
-        L[j, j] = d
-        for i in range(j + 1, k):
-            s = A[i, j]
-            for m in range(j):
-                s -= L[i, m] * L[j, m]
-            L[i, j] = s / d
-    return L
 
 
 @njit(cache=True, nogil=True)

@@ -60,6 +60,23 @@ def emission_loglik(counts, logtheta, use, inv_temp, out):
 
 
 @njit(cache=True, nogil=True)
+def _draw_from_log(w, K, m, rng):
+    """Index ``k < K`` with probability proportional to ``exp(w[k] - m)`` (``m`` = max of
+    ``w[:K]``): one ``rng.random()`` by inversion; ``w[:K]`` is overwritten."""
+    tot = 0.0
+    for k in range(K):
+        w[k] = math.exp(w[k] - m)
+        tot += w[k]
+    u = rng.random() * tot
+    acc = 0.0
+    for k in range(K):
+        acc += w[k]
+        if u < acc:
+            return k
+    return K - 1
+
+
+@njit(cache=True, nogil=True)
 def z_sweep(z, ntr, nout, L, alpha, rng):
     """One systematic-scan Gibbs sweep of ``z`` with ``A`` collapsed (seed 004 Eq. 68).
 
@@ -93,18 +110,7 @@ def z_sweep(z, ntr, nout, L, alpha, rng):
                 lp[k] = v
                 if v > m:
                     m = v
-            tot = 0.0
-            for k in range(K):
-                lp[k] = math.exp(lp[k] - m)
-                tot += lp[k]
-            u = rng.random() * tot
-            new = K - 1
-            acc = 0.0
-            for k in range(K):
-                acc += lp[k]
-                if u < acc:
-                    new = k
-                    break
+            new = _draw_from_log(lp, K, m, rng)
             z[r, t] = new
             ntr[prev, new] += 1.0
             nout[prev] += 1.0
@@ -283,19 +289,7 @@ def ffbs(z, A, L, rng):
                 w[k] = f[t, k] if t == T - 1 else f[t, k] + logA[k, z[r, t + 1]]
                 if w[k] > m:
                     m = w[k]
-            tot = 0.0
-            for k in range(K):
-                w[k] = math.exp(w[k] - m)
-                tot += w[k]
-            u = rng.random() * tot
-            pick = K - 1
-            acc = 0.0
-            for k in range(K):
-                acc += w[k]
-                if u < acc:
-                    pick = k
-                    break
-            z[r, t] = pick
+            z[r, t] = _draw_from_log(w, K, m, rng)
 
 
 @njit(cache=True, nogil=True)

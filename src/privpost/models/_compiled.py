@@ -239,6 +239,19 @@ def _pois_from_innovation(lam, u):
     return k
 
 
+def _gamma_log_target(shape: float, rate: float):
+    """Compiled ``log_target(theta)`` of a rate ``theta[0]`` moved in its own coordinate under a
+    Gamma(shape, rate) prior (PoissonGamma, ExponentialGamma), up to a constant."""
+    @njit(cache=True, nogil=True)
+    def log_target(theta):
+        lam = theta[0]
+        if not lam > 0:
+            return -np.inf
+        return (shape - 1.0) * math.log(lam) - rate * lam
+
+    return log_target
+
+
 def poisson_gamma(shape: float, rate: float):
     def build():
         @njit(cache=True, nogil=True)
@@ -279,15 +292,8 @@ def poisson_gamma(shape: float, rate: float):
             for i in range(u.shape[0]):
                 out[i, 0] = _pois_from_innovation(lam, u[i, 0])
 
-        @njit(cache=True, nogil=True)
-        def log_target(theta):
-            lam = theta[0]
-            if not lam > 0:
-                return -np.inf
-            return (shape - 1.0) * math.log(lam) - rate * lam
-
         return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
-                                     _first_from_free, log_target)
+                                     _first_from_free, _gamma_log_target(shape, rate))
 
     return _cached(("poisson-gamma", shape, rate), build)
 
@@ -316,15 +322,8 @@ def exponential_gamma(shape: float, rate: float):
             for i in range(u.shape[0]):
                 out[i, 0] = u[i, 0] / lam
 
-        @njit(cache=True, nogil=True)
-        def log_target(theta):
-            lam = theta[0]
-            if not lam > 0:
-                return -np.inf
-            return (shape - 1.0) * math.log(lam) - rate * lam
-
         return update, simulate, 1, (1, 1, innovations, from_innovations, _first_to_free,
-                                     _first_from_free, log_target)
+                                     _first_from_free, _gamma_log_target(shape, rate))
 
     return _cached(("exponential-gamma", shape, rate), build)
 

@@ -6,6 +6,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from privpost.errors import DataError, PrivpostError
+from privpost.models._simplex_move import SimplexLogRatioMove
 from privpost.models.base import (Model, as_rng, float_array, positive_int, query_attr,
                                   register_model)
 
@@ -56,7 +57,7 @@ def n_categories(query):
 
 
 @register_model
-class DirichletCategorical(Model):
+class DirichletCategorical(SimplexLogRatioMove, Model):
     """``x_i | p ~ Categorical(p)`` over ``0..k-1``, ``p ~ Dirichlet(alpha)``.
 
     Parameters
@@ -173,23 +174,6 @@ class DirichletCategorical(Model):
         c = np.cumsum(np.asarray(params["p"], dtype=np.float64))
         idx = np.searchsorted(c, np.asarray(u, dtype=np.float64), side="left")
         return np.minimum(idx, self.k - 1).astype(np.int64)
-
-    def interweave_to_free(self, params):
-        """Additive log-ratios ``v_j = log(p_j / p_{k-1})``, shape ``(k - 1,)``."""
-        with np.errstate(divide="ignore"):
-            lp = np.log(np.asarray(params["p"], dtype=np.float64))
-        return lp[:-1] - lp[-1]
-
-    def interweave_from_free(self, params, v):
-        """``{**params, "p": softmax([v, 0])}`` with ``p`` shape ``(k,)``."""
-        z = np.append(np.asarray(v, dtype=np.float64), 0.0)
-        z = np.exp(z - z.max())
-        return {**params, "p": z / z.sum()}
-
-    def interweave_log_jacobian(self, params):
-        """``log |d p_{0:k-1} / d v| = sum_j log p_j`` (``-inf`` if some ``p_j = 0``)."""
-        with np.errstate(divide="ignore"):
-            return float(np.log(np.asarray(params["p"], dtype=np.float64)).sum())
 
     def check_query(self, query):
         self._require_kind(query, {"histogram": "Histogram"})

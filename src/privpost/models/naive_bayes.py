@@ -6,6 +6,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from privpost.errors import DataError, PrivpostError
+from privpost.models._simplex_move import SimplexLogRatioMove
 from privpost.models.base import (Model, as_rng, float_array, positive_int, query_attr,
                                   register_model)
 from privpost.models.categorical import dirichlet_rows
@@ -25,7 +26,7 @@ def _kernels():
 
 
 @register_model
-class NaiveBayesLogLinear(Model):
+class NaiveBayesLogLinear(SimplexLogRatioMove, Model):
     """Class ``y ~ Categorical(p)``; features ``x_k | y = i ~ Categorical(q_k[i, :])``, k = 1..K.
 
     Priors (all Dirichlet, conjugate): ``p ~ Dirichlet(class_alpha)``, and for every feature ``k``
@@ -297,23 +298,6 @@ class NaiveBayesLogLinear(Model):
             x = (Ck[y] < u[:, k + 1, None]).sum(axis=1)
             out[:, k + 1] = np.minimum(x, self.n_levels[k] - 1)
         return out
-
-    def interweave_to_free(self, params):
-        """Additive log-ratios ``v_i = log(p_i / p_{I-1})``, shape ``(I - 1,)``."""
-        with np.errstate(divide="ignore"):
-            lp = np.log(np.asarray(params["p"], dtype=np.float64))
-        return lp[:-1] - lp[-1]
-
-    def interweave_from_free(self, params, v):
-        """``{**params, "p": softmax([v, 0])}`` with ``p`` shape ``(I,)``."""
-        z = np.append(np.asarray(v, dtype=np.float64), 0.0)
-        z = np.exp(z - z.max())
-        return {**params, "p": z / z.sum()}
-
-    def interweave_log_jacobian(self, params):
-        """``log |d p_{0:I-1} / d v| = sum_i log p_i`` (``-inf`` if some ``p_i = 0``)."""
-        with np.errstate(divide="ignore"):
-            return float(np.log(np.asarray(params["p"], dtype=np.float64)).sum())
 
     def check_query(self, query):
         self._require_kind(query, {"naivebayescounts": "NaiveBayesCounts"})
