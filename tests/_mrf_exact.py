@@ -4,7 +4,8 @@ p(theta | y) ∝ p(theta) sum_h Mult(h; N, p_theta) prod_j g(y_j - (A h)_j), whe
 histograms of N records over the joint states (compositions of N), A maps a histogram to the
 clique tables, and g is the mechanism's noise density. Expectations under p(theta | y) are
 computed by self-normalised importance sampling from the prior with this exact likelihood; the
-IS standard error is the delta-method one. Nothing here uses damcmc or the model's update.
+IS standard error is the delta-method one. Nothing here but
+:func:`check_damcmc_on_tiny_chain` (the check the tests share) uses damcmc or the model's update.
 """
 
 from __future__ import annotations
@@ -66,3 +67,53 @@ def is_posterior(model, release, f, *, draws=200_000, seed=0, batch=5000, prior_
     mean = w @ vals
     se = np.sqrt((w[:, None] ** 2 * (vals - mean) ** 2).sum(0))
     return mean, se, 1.0 / (w ** 2).sum()
+
+
+def check_damcmc_on_tiny_chain(**infer_kw):
+    """3 binary nodes (chain 0-1-2), N = 4, Laplace noise b = 2|C|/eps = 1: damcmc's posterior
+    means of the 8 joint probabilities against the exact ones by importance sampling (all 330
+    histograms of 4 records), |z| < 4 against the joint Monte Carlo error; the wrong targets --
+    the prior (1/8 each) and the posterior under the thesis's scale |C|/eps = 0.5 -- must be
+    rejected (|z| > 8 and > 4). ``infer_kw`` go to ``pp.infer``; returns the posterior."""
+    import math
+    from types import SimpleNamespace
+
+    import arviz as az
+
+    import privpost as pp
+    from privpost.marginal_tables import MarginalTables
+    from privpost.mechanisms import Laplace
+    from privpost.models import CliqueMRF
+
+    model = CliqueMRF([2, 2, 2], [[0, 1], [1, 2]], prior_sd=1.5, n_leapfrog=4)
+    q = MarginalTables([2, 2, 2], [[0, 1], [1, 2]])
+    x = np.array([[0, 0, 0], [0, 0, 1], [1, 1, 1], [1, 1, 1]])
+    rel = pp.release(x, query=q, mechanism=Laplace(epsilon=4.0), seed=5)
+    assert math.isclose(rel.mechanism.scale, 1.0, rel_tol=1e-12)
+    _, D = design(model)
+
+    def f(th):
+        lp = th @ D.T
+        lp -= lp.max(-1, keepdims=True)
+        p = np.exp(lp)
+        return p / p.sum(-1, keepdims=True)
+    m, se, _ = is_posterior(model, rel, f, draws=40_000, seed=0)
+    thesis = SimpleNamespace(query=rel.query, observed=rel.observed, n=rel.n,
+                             mechanism=Laplace(scale=0.5))
+    m_wrong, se_wrong, _ = is_posterior(model, thesis, f, draws=40_000, seed=1)
+
+    post = pp.infer(model, rel, method="damcmc", **infer_kw)
+    th = np.concatenate([post.draws[nm].reshape(post.draws[nm].shape[:2] + (-1,))
+                         for nm in model.names], axis=-1)
+    vals = f(th)
+    z, z_thesis, z_prior = [], [], []
+    for j in range(8):
+        d = vals[..., j]
+        se_mc = d.std() / math.sqrt(float(az.ess(d, method="mean")))
+        z.append((d.mean() - m[j]) / math.hypot(se_mc, se[j]))
+        z_thesis.append((d.mean() - m_wrong[j]) / math.hypot(se_mc, se_wrong[j]))
+        z_prior.append((d.mean() - 1 / 8) / se_mc)
+    assert max(map(abs, z)) < 4, z
+    assert max(map(abs, z_prior)) > 8, z_prior
+    assert max(map(abs, z_thesis)) > 4, z_thesis
+    return post
