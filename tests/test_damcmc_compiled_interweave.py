@@ -30,6 +30,7 @@ from privpost.release import Release, release
 from test_damcmc import (A_, B_, K_MCSE, N_, S_, beta_bernoulli_exact,
                          dirichlet_categorical_exact, laplace_logpdf, poisson_clamped_exact,
                          sum_release, z_mean, z_sd, z_scores)
+from test_damcmc_interweave import _regression_release
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 
@@ -187,13 +188,6 @@ def test_compiled_and_generic_moves_give_the_same_chain(name):
 # ============================================================================================
 # exact posteriors on the compiled driver
 # ============================================================================================
-
-def _regression_release(records, scale):
-    q = RegressionStats(bounds_x=[(-10, 10), (-10, 10)], bounds_y=(-10, 10), sensitivity=13)
-    s = q.statistic(records)
-    return Release(query=q, mechanism=Laplace(scale=scale).calibrate(13.0), n=records.shape[0],
-                   observed=np.asarray(s, dtype=float))
-
 
 def test_tiny_noise_regression_compiled_gives_conjugate_posterior():
     """eps -> infinity: the private posterior is the conjugate one given the true records."""
