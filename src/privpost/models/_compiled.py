@@ -583,7 +583,9 @@ def naive_bayes(n_classes: int, levels: tuple, class_alpha: np.ndarray, alpha_fl
                         j += 1
                     out[r, kk + 1] = float(j)
 
-        return update, simulate, K + 1
+        from privpost.models._compiled_nb_move import naive_bayes_move
+
+        return update, simulate, K + 1, naive_bayes_move(I, J, class_alpha)
 
     return _cached(("naive-bayes", I, tuple(levels), class_alpha.tobytes(), alpha_flat.tobytes()),
                    build)
@@ -731,9 +733,12 @@ def linear_regression(model):
 
         if niw:
             # the Python move of the NIW variant also moves m and S (innovations [z, e] with
-            # x = m + L z); this compiled move (beta, sigma2 with x held) is a different kernel,
-            # so it is not offered: interweaving then runs on the generic path
-            return update, simulate, k, None
+            # x = m + L z); the (beta, sigma2) move above is a different kernel: the NIW move
+            # has its own module
+            from privpost.models._compiled_niw_move import niw_regression_move
+
+            return update, simulate, k, niw_regression_move(
+                p, known, sigma2, conj, a0, b0, P0, beta0, mu0, kappa0, nu0, Psi0)
         return update, simulate, k, (dim, k, innovations, from_innovations, to_free, from_free,
                                      log_target)
 
