@@ -461,14 +461,22 @@ def test_naive_bayes_move_alone_leaves_the_prior_invariant_and_missing_jacobian_
 # interweave="auto" with a NumPy move but no compiled one: large runs take the compiled driver
 # ============================================================================================
 
+class _NBNoCompiledMove(NaiveBayesLogLinear):
+    """A model with a NumPy move and a compiled centred driver but no compiled move."""
+
+    def compiled_model(self):
+        return super().compiled_model()._replace(interweave=None)
+
+
 def test_auto_prefers_the_centred_compiled_driver_when_the_move_is_not_compiled(monkeypatch):
-    """Naive Bayes has a NumPy move and a compiled centred driver but no compiled move: below the
+    """A model with a NumPy move and a compiled centred driver but no compiled move: below the
     compiled driver's work threshold "auto" runs the move on the generic path; above it, the
     centred compiled driver (faster per second, benchmarks/README.md "More non-centred
-    moves"). An explicit interweave=1 keeps the move (and the generic path) either way."""
+    moves"). An explicit interweave=1 keeps the move (and the generic path) either way.
+    NaiveBayesLogLinear itself now has the compiled move: large runs take it."""
     from privpost.inference import _damcmc_fast
 
-    model, rel = _nb_model(), _nb_release()
+    model, rel = _nb_model(_NBNoCompiledMove), _nb_release()
     kw = dict(draws=20, warmup=10, chains=1, seed=3, progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -476,7 +484,12 @@ def test_auto_prefers_the_centred_compiled_driver_when_the_move_is_not_compiled(
         monkeypatch.setattr(_damcmc_fast, "AUTO_MIN_WORK", 0.0)
         large = run(model, rel, **kw)
         forced = run(model, rel, interweave=1, **kw)
+        compiled = run(_nb_model(), rel, **kw)
+        compiled_one = run(_nb_model(), rel, interweave=1, **kw)
     notes = lambda p: " ".join(p.notes)  # noqa: E731
     assert "interweaving" in notes(small) and "fully compiled" not in notes(small)
     assert "interweaving" not in notes(large) and "fully compiled" in notes(large)
     assert "interweaving" in notes(forced) and "fully compiled" not in notes(forced)
+    assert "fully compiled" in notes(compiled) and "4 non-centred theta-moves" in notes(compiled)
+    assert ("fully compiled" in notes(compiled_one)
+            and "1 non-centred theta-move " in notes(compiled_one))

@@ -938,9 +938,9 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         # compiled moves cost about one pass over the records each: several per iteration
         problem.interweave = AUTO_COMPILED_STEPS
     elif auto_iw and problem.interweave and fast_path == "auto":
-        # the model has a NumPy move but no compiled one (NaiveBayesLogLinear, the NIW
-        # regression): for a run large enough for the compiled driver, the centred compiled
-        # driver beats the NumPy move per second on every case measured (3-20x;
+        # the model has a NumPy move but no compiled one (every built-in model but Dirichlet
+        # has the compiled move): for a run large enough for the compiled driver, the centred
+        # compiled driver beat the NumPy move per second on every case measured (3-20x;
         # benchmarks/README.md, "More non-centred moves"), so "auto" takes it
         problem.interweave = 0
         work = float(chains) * total * (problem.k * problem.n + 500)
