@@ -275,3 +275,54 @@ def test_naive_bayes_compiled_move_alone_leaves_the_prior_invariant_and_missing_
 
     assert worst(NaiveBayesLogLinear) < K_MCSE
     assert worst(_NBNoJacobian) > 2 * K_MCSE
+
+
+_CACHE_SCRIPT = """
+import warnings
+import numpy as np
+from privpost.inference.damcmc import run
+from privpost.mechanisms import Laplace
+from privpost.models import LinearRegression, NaiveBayesLogLinear
+from privpost.queries import NaiveBayesCounts, RegressionStats
+from privpost.release import Release
+warnings.simplefilter("ignore")
+nb = NaiveBayesLogLinear(n_levels=[2, 3], n_classes=2, class_alpha=[1.25, 2.5])
+q = NaiveBayesCounts(n_classes=2, n_levels=[2, 3])
+rel = Release(query=q, mechanism=Laplace(scale=1.0).calibrate(4.0), n=6,
+              observed=np.arange(10, dtype=float) / 3)
+post = run(nb, rel, draws=5, warmup=2, chains=1, seed=1, progress=False, fast_path=True)
+assert any("compiled chain driver" in n for n in post.notes)
+assert any("non-centred" in n for n in post.notes)
+reg = LinearRegression(p=1, a0=3.5, b0=2.0, hyperprior="niw", nu0=5.5)
+q = RegressionStats(bounds_x=[(-3, 3)], bounds_y=(-4, 4))
+rel = Release(query=q, mechanism=Laplace(scale=1.0).calibrate(q.sensitivity()), n=8,
+              observed=np.array([1.0, 2.0, 3.0, 9.0, 0.5]))
+post = run(reg, rel, draws=5, warmup=2, chains=1, seed=1, progress=False, fast_path=True)
+assert any("non-centred" in n and "m, S" in n for n in post.notes)
+"""
+
+
+@pytest.mark.slow
+def test_second_process_compiles_none_of_the_new_moves(tmp_path):
+    """The compiled moves are closures with cache=True: a second process only loads them
+    (NUMBA_DEBUG_CACHE=1 prints "data saved" for anything it compiles)."""
+    import os
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    import privpost
+
+    src = str(Path(privpost.__file__).resolve().parents[1])   # this checkout, whatever the cwd
+    env = dict(os.environ, NUMBA_DEBUG_CACHE="1",
+               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    outs = []
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, res.stderr[-2000:]
+        outs.append(res.stdout + res.stderr)
+    assert "data loaded" in outs[1]
+    assert "_compiled_nb_move" in outs[1] and "_compiled_niw_move" in outs[1]
+    assert "data saved" not in outs[1], [ln for ln in outs[1].splitlines() if "saved" in ln]
