@@ -868,9 +868,9 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         compiled driver (same move, same adaptation); the others on the generic path
         (``fast_path="auto"`` picks it, ``fast_path=True`` raises) -- except that ``"auto"``
         drops the move when the run is large enough for the compiled driver and the model has
-        a compiled centred driver but no compiled move (no built-in model since
-        NaiveBayesLogLinear and the NIW regression have theirs), where the centred compiled
-        driver is faster per second.
+        a compiled centred driver but no compiled move (NaiveBayesLogLinear and the NIW
+        regression have theirs since issue 13), where the centred compiled driver is faster
+        per second.
     start : "data" or "prior"
         Starting values when ``init`` is None. ``"data"`` (default): each chain starts where
         the release puts the mass, dispersed across chains (:mod:`privpost.inference._start`:
