@@ -318,8 +318,13 @@ def test_second_process_compiles_nothing(tmp_path):
     import os
     import subprocess
     import sys
+    from pathlib import Path
 
-    env = dict(os.environ, NUMBA_DEBUG_CACHE="1")
+    import privpost
+
+    src = str(Path(privpost.__file__).resolve().parents[1])   # this checkout, whatever the cwd
+    env = dict(os.environ, NUMBA_DEBUG_CACHE="1",
+               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
     outs = []
     for _ in range(2):
         res = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], env=env, cwd=tmp_path,
