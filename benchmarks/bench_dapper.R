@@ -9,15 +9,24 @@
 # tau2, m (covariate means), bx_lo/bx_hi (covariate bounds), by_lo/by_hi (response bounds),
 # probe (rows of 3 probe records, row-major) and probe_stat (privpost's statistic of them, used
 # to check this file's statistic before sampling).
-# OUTPUT.csv: one row per coefficient: variable, ess_bulk, ess_tail, rhat, wall_s, draws.
+# OUTPUT.csv: one row per coefficient: variable, ess_bulk, ess_tail, rhat (posterior package),
+# mean, mcse_mean, wall_s, draws, accept (mean record acceptance). DRAWS.csv (optional 7th
+# argument): the post-warm-up draws, columns chain, beta0..betap, for bench_dapper.py's own
+# diagnostics and the posterior comparison with privpost.
 # The model is the one privpost fits (privpost.models.LinearRegression(p=2, sigma2=2, tau2=4,
-# m=...)): y = b0 + b1 x1 + b2 x2 + e, e ~ N(0, sigma2), x ~ N(m, I), b ~ N(0, tau2 I); dapper's
-# API: new_privacy(posterior, latent, mechanism, statistic, npar) and dapper_sample(). The four
-# functions are passed by position: dapper 1.0 names them post_f/latent_f/priv_f/st_f and 1.1
-# posterior_f/latent_f/mechanism_f/statistic_f, in the same order.
+# m=...)): y = b0 + b1 x1 + b2 x2 + e, e ~ N(0, sigma2), x ~ N(m, I), b ~ N(0, tau2 I).
+# dapper's API as of 1.0.1 (the version this was checked against; R/privacy_class.R,
+# R/dapper_sample.R): new_privacy(post_f, latent_f, priv_f, st_f, npar, varnames), whose
+# functions must have exactly the formals post_f(dmat, theta), latent_f(theta),
+# priv_f(sdp, sx), st_f(xi, sdp, i); dapper_sample(data_model, sdp, init_par, seed, niter,
+# warmup, chains), which runs Ju et al. 2022's Algorithm 1 (theta | records by post_f, then one
+# sweep of independent record proposals from latent_f(theta), each accepted with the mechanism
+# ratio). Its chains run through furrr::future_map (sequential unless a future plan is set, as
+# here: one core, like privpost's cores=1 side).
 
 args <- commandArgs(trailingOnly = TRUE)
-if (length(args) != 6) stop("usage: bench_dapper.R INPUT.csv OUTPUT.csv NITER WARMUP CHAINS SEED")
+if (!(length(args) %in% 6:7))
+  stop("usage: bench_dapper.R INPUT.csv OUTPUT.csv NITER WARMUP CHAINS SEED [DRAWS.csv]")
 niter <- as.integer(args[3]); warmup <- as.integer(args[4])
 chains <- as.integer(args[5]); seed <- as.integer(args[6])
 suppressPackageStartupMessages({ library(dapper); library(posterior) })
@@ -33,14 +42,13 @@ p <- length(m)
 norm01 <- function(z, lo, hi) 2 * (pmin(pmax(z, lo), hi) - lo) / (hi - lo) - 1
 
 # per-record contribution in privpost's order: XtY[0..p], YtY, XtX[j,k] for j <= k row-major
-# without the constant (0, 0) entry
+# without the constant (0, 0) entry (iu: those entries' linear indices in the (p+1)^2 matrix,
+# computed once so that st_f is lean vectorised R)
+iu <- unlist(lapply(1:(p + 1), function(j) (j:(p + 1) - 1) * (p + 1) + j))[-1]
 st_f <- function(xi, sdp, i) {
   xt <- c(1, norm01(xi[1:p], bx_lo, bx_hi))
   yt <- norm01(xi[p + 1], by_lo, by_hi)
-  xx <- outer(xt, xt)
-  upper <- c()
-  for (j in 1:(p + 1)) for (k in j:(p + 1)) if (!(j == 1 && k == 1)) upper <- c(upper, xx[j, k])
-  c(xt * yt, yt * yt, upper)
+  c(xt * yt, yt * yt, (xt %o% xt)[iu])
 }
 
 # Laplace mechanism: log density of the released vector given the statistic (constant dropped)
@@ -67,17 +75,26 @@ mine <- Reduce(`+`, lapply(seq_len(nrow(probe)), function(i) st_f(probe[i, ], sd
 if (max(abs(mine - get("probe_stat"))) > 1e-9)
   stop("bench_dapper.R: the statistic differs from privpost's RegressionStats; not timing")
 
-dmod <- new_privacy(post_f, latent_f, priv_f, st_f, p + 1, paste0("beta", 0:p))
+dmod <- new_privacy(post_f = post_f, latent_f = latent_f, priv_f = priv_f, st_f = st_f,
+                    npar = p + 1, varnames = paste0("beta", 0:p))
 t0 <- proc.time()[["elapsed"]]
-out <- dapper_sample(dmod, sdp = sdp, init_par = rep(0, p + 1), seed = seed, niter = niter,
+out <- dapper_sample(data_model = dmod, sdp = sdp, init_par = rep(0, p + 1), seed = seed, niter = niter,
                      warmup = warmup, chains = chains)
 wall <- proc.time()[["elapsed"]] - t0
 
 kept <- niter - warmup
+# out$chain: a draws_matrix of the chains stacked by row (chain 1's kept draws first)
+draws <- unclass(out$chain)
 rows <- lapply(seq_len(p + 1), function(j) {
-  x <- matrix(as.numeric(unclass(out$chain)[, j]), ncol = chains)  # chains stacked by row
+  x <- matrix(as.numeric(draws[, j]), ncol = chains)   # iterations x chains
   data.frame(variable = paste0("beta", j - 1), ess_bulk = posterior::ess_bulk(x),
-             ess_tail = posterior::ess_tail(x), rhat = posterior::rhat(x), wall_s = wall,
-             draws = kept * chains)
+             ess_tail = posterior::ess_tail(x), rhat = posterior::rhat(x), mean = mean(x),
+             mcse_mean = posterior::mcse_mean(x), wall_s = wall, draws = kept * chains,
+             accept = mean(out$accept_prob))
 })
 write.csv(do.call(rbind, rows), args[2], row.names = FALSE)
+if (length(args) == 7) {
+  d <- data.frame(chain = rep(seq_len(chains), each = kept), matrix(as.numeric(draws), ncol = p + 1))
+  names(d) <- c("chain", paste0("beta", 0:p))
+  write.csv(d, args[7], row.names = FALSE)
+}
