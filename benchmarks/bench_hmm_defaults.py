@@ -4,7 +4,7 @@ as seconds and the convergence reached (issue 13).
 
     PYTHONPATH=src python benchmarks/bench_hmm_defaults.py [--sizes quick,full]
         [--regimes dense,sparse] [--methods naive,damcmc] [--epsilon 0.3,3] [--seed 1]
-        [--option KEY=VALUE ...]
+        [--states K] [--option KEY=VALUE ...]
 
 One line per (size, regime, ε, method): wall seconds of ``pp.infer`` (Numba compilation
 excluded by a small warm-up call first), chains x draws per chain returned, the worst bulk/tail
@@ -41,6 +41,8 @@ def main() -> None:
     ap.add_argument("--methods", default="naive,damcmc")
     ap.add_argument("--epsilon", default="0.3,3")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--states", type=int, default=None,
+                    help="fitted states K instead of the grid's (5 quick, 10 full)")
     ap.add_argument("--option", action="append", default=[])
     a = ap.parse_args()
     extra = {}
@@ -52,7 +54,7 @@ def main() -> None:
             extra[k] = v
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cpus, load "
           f"{os.getloadavg()[0]:.1f}, privpost from {os.path.dirname(pp.__file__)}, "
-          f"options {extra or 'default'}", flush=True)
+          f"options {extra or 'default'}, K {a.states or 'the grid default'}", flush=True)
     # compile the kernels once (excluded from the timings)
     d0 = simulate_warlogs("sparse", n_regions=1, n_times=3, seed=0)
     r0 = pp.release(d0["records"], query=d0["query"], mechanism=Laplace(epsilon=1.0), seed=0)
@@ -68,7 +70,7 @@ def main() -> None:
         for regime in a.regimes.split(","):
             data = simulate_warlogs(regime, n_states=3, n_regions=s["regions"],
                                     n_times=s["times"][regime], seed=a.seed)
-            model = HiddenMarkovNB(s["states"], data["query"].n_levels)
+            model = HiddenMarkovNB(a.states or s["states"], data["query"].n_levels)
             for eps in (float(e) for e in a.epsilon.split(",")):
                 rel = pp.release(data["records"], query=data["query"],
                                  mechanism=Laplace(epsilon=eps), seed=a.seed + 1)

@@ -89,13 +89,20 @@ def test_rounds_equal_fixed_run_of_final_length(monkeypatch):
     assert np.array_equal(auto.sample_stats["z"], fixed.sample_stats["z"])
 
 
-def test_expired_time_budget_stops_at_four_draws(monkeypatch):
+@pytest.mark.parametrize("warmup", [0, 5])
+def test_expired_time_budget_stops_at_four_draws(monkeypatch, warmup):
+    """The clock is replaced: the budget is spent from the start. Without warm-up the chains
+    stop once each holds 4 draws; with one, the warm-up is cut and each chain makes 4 draws."""
     monkeypatch.setattr(_until.Plan, "out_of_time", lambda self: True)
-    post, warned = _run("damcmc", seed=2, chains=3, warmup=5, max_seconds=1.0)
+    post, warned = _run("damcmc", seed=2, chains=3, warmup=warmup, max_seconds=1.0)
     assert 4 <= post.n_draws < _hmm_until.FIRST_DRAWS
     assert post.draws["pi"].shape[:2] == (3, post.n_draws)
     assert post.converged is False and warned
-    assert any("time budget of 1 s spent" in n for n in post.notes), post.notes
+    note = next(n for n in post.notes if "run until converged" in n)
+    assert "time budget of 1 s spent" in note, post.notes
+    assert ("during the warm-up: it was cut at" in note) is (warmup > 0), note
+    if warmup:
+        assert post.n_draws == 4
 
 
 def test_progress_bar_and_options():

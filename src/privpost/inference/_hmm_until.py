@@ -26,8 +26,10 @@ by :class:`privpost.inference._until.Plan` -- the same schedule and thresholds a
 ``damcmc.run`` (split R-hat <= 1.01, bulk and tail ESS >= 400 for every scalar entry of pi, A
 and theta after relabelling) with the HMM's own budgets :data:`MAX_DRAWS` and
 :data:`MAX_SECONDS`. The chains advance in round-robin blocks of about :data:`BLOCK_SECONDS`;
-the time budget (counted from the start of the warm-up) is checked between blocks once every
-chain holds 4 draws, and on expiry the chains are truncated to a common length. A chain's
+the time budget (counted from the start of the warm-up) is checked between blocks; on expiry
+in the warm-up, the warm-up is cut there and every chain makes 4 draws (so that the diagnostics
+can say how far from converged the run is), after it the chains stop once each holds 4 draws;
+they are truncated to a common length and the note says which happened. A chain's
 draws do not depend on the blocks or rounds (each chain has its own stream), so the result
 equals a fixed ``draws=`` run of the final length with the same seed.
 """
@@ -148,14 +150,20 @@ def run_rounds(chains, warmup: int, plan, bar, names, to_draws, mode) -> list[di
                     state["block"] = int(min(max(1, k * BLOCK_SECONDS / max(dt, 1e-6)),
                                              4 * k))
                 bar.update(done_total() - 1)
-                if keep and plan.out_of_time() and min(ch.n_stored for ch in chains) >= 4:
+                if plan.out_of_time() and (not keep or min(ch.n_stored for ch in chains) >= 4):
                     state["stop"] = True
                     return
 
     advance(warmup, keep=False)
+    warm_cut = None
+    if state["stop"]:            # the time budget ran out in the warm-up: 4 draws per chain
+        warm_cut = [c.done for c in chains]
+        for c in chains:
+            c.run(4, keep=True)
     target = plan.first
     while True:
-        advance(warmup + target, keep=True)
+        if warm_cut is None:
+            advance(warmup + target, keep=True)
         res = relabel([c.result() for c in chains], mode, copy=True)
         draws = to_draws(res)
         length = res[0]["n_stored"]
@@ -163,8 +171,12 @@ def run_rounds(chains, warmup: int, plan, bar, names, to_draws, mode) -> list[di
                 for i in range(n)]
         extra = plan.decide(fake, names)
         if extra <= 0 or state["stop"]:
-            if plan.reason is None and state["stop"]:
+            if state["stop"] and plan.reason is None:
                 plan.reason = f"time budget of {plan.max_seconds:g} s spent"
+            if warm_cut is not None and plan.reason.startswith("time budget"):
+                plan.reason += (f" during the warm-up: it was cut at {min(warm_cut)}-"
+                                f"{max(warm_cut)} of {warmup} iterations per chain, then 4 "
+                                "draws per chain were made")
             bar.close()
             return res
         target = length + extra

@@ -52,20 +52,36 @@ All of these leave the truncated Dirichlet invariant (the rejection attempt succ
 state-independent probability), so the chain's target is exact; unlike the paper's sequential
 truncated Betas, no component's constraint is dropped.
 
-Options (all methods): ``draws`` (default 100), ``warmup`` (default 100: the paper's 200
-iterations, first 100 burn-in), ``chains`` (default 1), ``seed``, ``progress``, ``heldout``
+Options (all methods): ``draws`` (default ``None``: run until converged, below; ``ops``: 100),
+``warmup`` (default 250 when running until converged; 100 with a fixed ``draws=``, the paper's
+200 iterations with the first 100 burn-in), ``chains`` (default 4; ``ops``: 1), ``seed``,
+``progress``, ``heldout``
 (``(R, T)`` bool mask of cells whose reports are left out of the likelihood, for held-out
 evaluation), ``keep_counts`` (damcmc: store the imputed counts, default False), ``diagnose``
-(default True: R-hat/ESS check with a warning; False skips it, e.g. inside studies),
-``z_sampler`` (``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
+(default True: R-hat/ESS check with a warning; False skips it for a fixed ``draws=``, e.g.
+inside studies), ``max_draws`` / ``max_seconds`` (budgets of the run until converged, default
+5000 kept draws per chain and 60 s), ``relabel`` (``"draws"``, default: every draw's states
+relabelled before the diagnostics and in the result, :mod:`privpost.inference._hmm_until`;
+``"chains"``: one permutation per chain matching chain 0's mean emissions, the older rule;
+``False``: raw labels), ``z_sampler``
+(``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
 paper's, default; ``"ffbs"``: draw ``A | z`` then each region's whole path by forward filtering,
 backward sampling -- a blocked Gibbs sampler of ``(A, z, theta)`` with the same ``(z, theta)``
 marginal, tested against the same enumeration). ``damcmc``:
 ``record_sweeps`` (default 1). ``ops``: ``records`` (required), ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
-Chains are aligned to chain 0 by a state permutation (post-processing, label switching) and the
-states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
+The states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
+
+Run until converged (naive, damcmc, nonprivate; issue 13): with ``draws=None`` the chains
+(dispersed: each starts from its own uniformly random paths ``z``) run the warm-up and then
+rounds of draws (:class:`privpost.inference._until.Plan`, the schedule of ``damcmc.run``) until
+every scalar entry of pi, A and theta, relabelled, has split R-hat <= 1.01 and bulk and tail
+ESS >= 400, or ``max_draws`` / ``max_seconds`` run out; then a ConvergenceWarning, a ``NOT
+CONVERGED`` note, ``converged = False`` (``privpost infer --strict`` exits 3). The progress bar
+shows the worst ESS and R-hat. OPS has no such mode: its number of iterations is part of its
+worst-case privacy bound and a stopping rule that reads the chain would make it depend on the
+confidential data; it keeps the paper's 100 + 100 iterations.
 """
 
 from __future__ import annotations
