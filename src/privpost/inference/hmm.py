@@ -412,7 +412,7 @@ def _noise(release):
                             f"discrete versions) on the counts, not {name!r}")
 
 
-def _diagnose(post, method, mode="draws"):
+def _diagnose(post, method, mode="draws", table=None):
     """Warn loudly when split R-hat > 1.01 or bulk/tail ESS < 400 for pi, A or theta, as every
     sampler does (:func:`privpost.diagnostics.flag`: a ConvergenceWarning, a note in
     ``post.notes``, ``post.converged``, so that ``privpost infer --strict`` exits 3)."""
@@ -420,7 +420,7 @@ def _diagnose(post, method, mode="draws"):
 
     if post.n_draws < 4:
         return
-    if flag(post, stacklevel=5) and mode != "draws":
+    if flag(post, stacklevel=5, table=table) and mode != "draws":
         post.notes.append(f"{method} (hmm): label switching (the states' labels are arbitrary) "
                           "shows in R-hat and ESS unless relabel='draws'")
 
@@ -601,7 +601,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
                           chain_stats=chain_stats)
     if (diagnose or plan is not None) and not (method == "ops" and keep == "last"):
-        _diagnose(post, method, mode)
+        _diagnose(post, method, mode, plan.table if plan is not None else None)
     return post
 
 
