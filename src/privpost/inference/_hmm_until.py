@@ -26,7 +26,9 @@ by :class:`privpost.inference._until.Plan` -- the same schedule and thresholds a
 ``damcmc.run`` (split R-hat <= 1.01, bulk and tail ESS >= 400 for every scalar entry of pi, A
 and theta after relabelling) with the HMM's own budgets :data:`MAX_DRAWS` and
 :data:`MAX_SECONDS`. The chains advance in round-robin blocks of about :data:`BLOCK_SECONDS`;
-the time budget (counted from the start of the warm-up) is checked between blocks; on expiry
+the time budget (counted from the start of the warm-up, with the predicted cost of the next
+decision -- relabelling and diagnostics, from the last one's cost per draw -- set aside) is
+checked between blocks; on expiry
 in the warm-up, the warm-up is cut there and every chain makes 4 draws (so that the diagnostics
 can say how far from converged the run is), after it the chains stop once each holds 4 draws;
 they are truncated to a common length and the note says which happened. A chain's
@@ -132,7 +134,16 @@ def run_rounds(chains, warmup: int, plan, bar, names, to_draws, mode) -> list[di
     relabelled results to the Posterior's draws (``names``, ``(chains, S, ...)``). Returns the
     chains' results relabelled by ``mode`` and truncated to a common length."""
     n = len(chains)
-    state = {"block": 1, "stop": False}
+    # "reserve": the predicted seconds of the next decision (relabelling + diagnostics, which
+    # grow with the draws: the last decision's seconds per draw times the draws), kept out of
+    # the time budget so that the run ends near max_seconds, not one decision after it
+    state = {"block": 1, "stop": False, "per_draw": 0.0}
+
+    def out_of_time() -> bool:
+        if plan.max_seconds is None:
+            return False
+        reserve = state["per_draw"] * min(c.n_stored for c in chains)
+        return time.perf_counter() - plan.t0 + reserve > plan.max_seconds
 
     def done_total():
         return sum(c.done for c in chains)
@@ -150,7 +161,8 @@ def run_rounds(chains, warmup: int, plan, bar, names, to_draws, mode) -> list[di
                     state["block"] = int(min(max(1, k * BLOCK_SECONDS / max(dt, 1e-6)),
                                              4 * k))
                 bar.update(done_total() - 1)
-                if plan.out_of_time() and (not keep or min(ch.n_stored for ch in chains) >= 4):
+                if (plan.out_of_time() or out_of_time()) and \
+                        (not keep or min(ch.n_stored for ch in chains) >= 4):
                     state["stop"] = True
                     return
 
@@ -164,12 +176,14 @@ def run_rounds(chains, warmup: int, plan, bar, names, to_draws, mode) -> list[di
     while True:
         if warm_cut is None:
             advance(warmup + target, keep=True)
+        t0 = time.perf_counter()
         res = relabel([c.result() for c in chains], mode, copy=True)
         draws = to_draws(res)
         length = res[0]["n_stored"]
         fake = [{"n_stored": length, "draws": {nm: draws[nm][i] for nm in names}}
                 for i in range(n)]
         extra = plan.decide(fake, names)
+        state["per_draw"] = (time.perf_counter() - t0) / max(length, 1)
         if extra <= 0 or state["stop"]:
             if state["stop"] and plan.reason is None:
                 plan.reason = f"time budget of {plan.max_seconds:g} s spent"
