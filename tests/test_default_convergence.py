@@ -97,9 +97,11 @@ def _truncated(bounds):
     from privpost.queries import TruncatedSum
 
     return TruncatedSum(bounds)
-#: the HMM's damcmc has its own sampler with a fixed draw count (default 100 draws, 1 chain;
-#: no run-until-converged mode): its "budget" is draws=
-FIXED_DRAWS = {"hmm"}
+#: models whose default sampler has no run-until-converged mode (their "budget" is draws=); the
+#: HMM's own samplers have one since issue 13 (privpost.inference._hmm_until)
+FIXED_DRAWS: set[str] = set()
+#: models sampled in this process only (no ``cores=`` option): the HMM's samplers
+IN_PROCESS = {"hmm"}
 
 
 def _release(key, method="damcmc"):
@@ -120,7 +122,7 @@ def _budget(key, method, size):
     """API options: the default run (no draws=) with a draw budget, or fixed draws."""
     if method == "gibbs-ss" or key in FIXED_DRAWS:
         return {"draws": size}
-    return {"max_draws": size, "cores": 1}
+    return {"max_draws": size} if key in IN_PROCESS else {"max_draws": size, "cores": 1}
 
 
 def _run_api(key, method, size, warmup, chains):

@@ -253,13 +253,14 @@ def worst(table: dict) -> tuple[float, float]:
     return (min(ess) if ess else math.nan, max(rh) if rh else math.nan)
 
 
-def flag(post, *, stacklevel: int = 3) -> list[str]:
+def flag(post, *, stacklevel: int = 3, table: dict | None = None) -> list[str]:
     """Check a finished :class:`~privpost.Posterior`; when it misses the thresholds add a note
     to ``post.notes`` and issue a :class:`~privpost.errors.ConvergenceWarning`. Returns the
-    failing entries (empty when converged). Sets ``post.converged``."""
+    failing entries (empty when converged). Sets ``post.converged``. ``table``: a
+    :func:`summarise` table of exactly ``post.draws`` (saves recomputing it)."""
     from privpost.errors import ConvergenceWarning
 
-    bad = check(post.draws)
+    bad = check(post.draws, table=table)
     post.converged = not bad
     if bad:
         shown = "; ".join(bad[:6]) + (f"; and {len(bad) - 6} more" if len(bad) > 6 else "")

@@ -16,8 +16,10 @@ class ProgressBar:
     every 0.1 s, so calling :meth:`update` every iteration costs little.
     """
 
-    def __init__(self, total: int, enabled: bool, label: str, description: str = ""):
+    def __init__(self, total: int, enabled: bool, label: str, description: str = "",
+                 close_at_total: bool = True):
         self.total = max(int(total), 1)
+        self.close_at_total = close_at_total     # False: the caller closes (rounds may follow)
         self.enabled = bool(enabled)
         self.label = label
         self.description = description
@@ -47,8 +49,17 @@ class ProgressBar:
             self._bar.update(self._task, completed=done)
             self._bar.refresh()
             self._last = now
-        if done >= self.total:
+        if done >= self.total and self.close_at_total:
             self.close()
+
+    def retotal(self, total: int, description: str) -> None:
+        """A new total and description (run until converged: the next round, the worst ESS
+        and R-hat so far)."""
+        self.total = max(int(total), 1)
+        self.description = description
+        if self._bar is not None:
+            self._bar.update(self._task, total=self.total, description=description)
+            self._bar.refresh()
 
     def close(self) -> None:
         if self._bar is not None:

@@ -43,6 +43,7 @@ class Plan:
         self.reason = None
         self.rounds = 0
         self.worst = (math.nan, math.nan)
+        self.table = None       # the last round's diagnostics table (reused by the final check)
 
     def out_of_time(self) -> bool:
         return self.max_seconds is not None and time.perf_counter() - self.t0 > self.max_seconds
@@ -58,6 +59,7 @@ class Plan:
             return 0
         draws = {nm: np.stack([r["draws"][nm][:length] for r in results]) for nm in names}
         table = diagnostics.summarise(draws, cheap=True)
+        self.table = table
         self.worst = diagnostics.worst(table)
         if not diagnostics.check(draws, table=table):
             self.reason = "converged"

@@ -52,25 +52,42 @@ All of these leave the truncated Dirichlet invariant (the rejection attempt succ
 state-independent probability), so the chain's target is exact; unlike the paper's sequential
 truncated Betas, no component's constraint is dropped.
 
-Options (all methods): ``draws`` (default 100), ``warmup`` (default 100: the paper's 200
-iterations, first 100 burn-in), ``chains`` (default 1), ``seed``, ``progress``, ``heldout``
+Options (all methods): ``draws`` (default ``None``: run until converged, below; ``ops``: 100),
+``warmup`` (default 250 when running until converged; 100 with a fixed ``draws=``, the paper's
+200 iterations with the first 100 burn-in), ``chains`` (default 4; ``ops``: 1), ``seed``,
+``progress``, ``heldout``
 (``(R, T)`` bool mask of cells whose reports are left out of the likelihood, for held-out
 evaluation), ``keep_counts`` (damcmc: store the imputed counts, default False), ``diagnose``
-(default True: R-hat/ESS check with a warning; False skips it, e.g. inside studies),
-``z_sampler`` (``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
+(default True: R-hat/ESS check with a warning; False skips it for a fixed ``draws=``, e.g.
+inside studies), ``max_draws`` / ``max_seconds`` (budgets of the run until converged, default
+5000 kept draws per chain and 60 s), ``relabel`` (``"draws"``, default: every draw's states
+relabelled before the diagnostics and in the result, :mod:`privpost.inference._hmm_until`;
+``"chains"``: one permutation per chain matching chain 0's mean emissions, the older rule;
+``False``: raw labels), ``z_sampler``
+(``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
 paper's, default; ``"ffbs"``: draw ``A | z`` then each region's whole path by forward filtering,
 backward sampling -- a blocked Gibbs sampler of ``(A, z, theta)`` with the same ``(z, theta)``
 marginal, tested against the same enumeration). ``damcmc``:
 ``record_sweeps`` (default 1). ``ops``: ``records`` (required), ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
-Chains are aligned to chain 0 by a state permutation (post-processing, label switching) and the
-states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
+The states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
+
+Run until converged (naive, damcmc, nonprivate; issue 13): with ``draws=None`` the chains
+(dispersed: each starts from its own uniformly random paths ``z``) run the warm-up and then
+rounds of draws (:class:`privpost.inference._until.Plan`, the schedule of ``damcmc.run``) until
+every scalar entry of pi, A and theta, relabelled, has split R-hat <= 1.01 and bulk and tail
+ESS >= 400, or ``max_draws`` / ``max_seconds`` run out; then a ConvergenceWarning, a ``NOT
+CONVERGED`` note, ``converged = False`` (``privpost infer --strict`` exits 3). The progress bar
+shows the worst ESS and R-hat. OPS has no such mode: its number of iterations is part of its
+worst-case privacy bound and a stopping rule that reads the chain would make it depend on the
+confidential data; it keeps the paper's 100 + 100 iterations.
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -79,7 +96,7 @@ from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
                                               reject_unknown)
 
-__all__ = ["run_method", "gibbs_chain", "ops_bound_hmm", "truncated_dirichlet_step",
+__all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncated_dirichlet_step",
            "truncated_dirichlet_blocks",
            "state_probabilities", "modal_states"]
 
@@ -193,7 +210,7 @@ def ops_bound_hmm(n_levels, M: float) -> tuple[float, list[float]]:
 def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=1.0,
                 trunc=None, latent=None, keep_counts=False, progress=None,
                 z_sampler="collapsed"):
-    """One chain of the partially collapsed Gibbs sampler.
+    """One chain of the partially collapsed Gibbs sampler, ``iterations`` long.
 
     Parameters
     ----------
@@ -217,65 +234,116 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
     dict: ``theta (S, K, W)``, ``pi (S, K)``, ``A (S, K, K)``, ``z (S, R, T)``, optionally
     ``counts (S, R*T, W)``, and ``accept_rate`` (damcmc).
     """
-    core = _core()
-    R, T = shape
-    K = model.n_states
-    W = model.width
-    off, levels = model.offsets, model.levels_arr
-    beta, alpha = model.beta, model.alpha
-    kept = iterations - warmup
-    z = rng.integers(0, K, size=(R, T)).astype(np.int64)
-    ntr, nout = core.transition_counts(z, K)
-    theta = np.empty((K, W))
-    out = {"theta": np.empty((kept, K, W)), "pi": np.empty((kept, K)),
-           "A": np.empty((kept, K, K)), "z": np.empty((kept, R, T), dtype=np.int64)}
-    if keep_counts:
-        out["counts"] = np.empty((kept, R * T, W))
-    L = np.empty((R * T, K))
-    n_acc = n_prop = 0
+    ch = GibbsChain(model, counts, use, shape, rng=rng, inv_temp=inv_temp, trunc=trunc,
+                    latent=latent, keep_counts=keep_counts, z_sampler=z_sampler)
+    ch.run(warmup, keep=False, progress=progress)
+    ch.run(iterations - warmup, keep=True, progress=progress)
+    return ch.result()
 
-    def draw_theta():
-        S = core.state_sums(z, counts, use, K)
-        conc = beta + inv_temp * S
-        if trunc is None:
-            core.dirichlet_blocks(conc, off, levels, rng, theta)
+
+class GibbsChain:
+    """A resumable chain of the partially collapsed Gibbs sampler (:func:`gibbs_chain`'s
+    arguments): :meth:`run` ``n`` more iterations, keeping their draws or not; :meth:`result`
+    returns the kept draws so far. The random stream is consumed in the same order whatever
+    the split into :meth:`run` calls, so a chain run in rounds (run until converged) equals one
+    :func:`gibbs_chain` call of the final length with the same ``rng``."""
+
+    def __init__(self, model, counts, use, shape, *, rng, inv_temp=1.0, trunc=None, latent=None,
+                 keep_counts=False, z_sampler="collapsed"):
+        core = _core()
+        self.model, self.counts, self.use, self.shape = model, counts, use, shape
+        self.rng, self.inv_temp, self.trunc, self.latent = rng, inv_temp, trunc, latent
+        self.keep_counts, self.z_sampler = keep_counts, z_sampler
+        R, T = shape
+        K, W = model.n_states, model.width
+        self.z = rng.integers(0, K, size=(R, T)).astype(np.int64)
+        self.ntr, self.nout = core.transition_counts(self.z, K)
+        self.theta = np.empty((K, W))
+        self.L = np.empty((R * T, K))
+        self.n_acc = self.n_prop = 0
+        self.done = 0                   # iterations run
+        self.n_stored = 0               # draws kept
+        self.blocks: list[dict] = []
+        if trunc is not None:       # start inside the truncated set: the uniform point
+            off, levels = model.offsets, model.levels_arr
+            for d in range(len(levels)):
+                self.theta[:, off[d]:off[d] + levels[d]] = 1.0 / levels[d]
+        self._draw_theta()
+
+    def _draw_theta(self):
+        core, m = _core(), self.model
+        S = core.state_sums(self.z, self.counts, self.use, m.n_states)
+        conc = m.beta + self.inv_temp * S
+        if self.trunc is None:
+            core.dirichlet_blocks(conc, m.offsets, m.levels_arr, self.rng, self.theta)
             return
-        truncated_dirichlet_blocks(rng, conc, off, levels, trunc, theta)
+        truncated_dirichlet_blocks(self.rng, conc, m.offsets, m.levels_arr, self.trunc,
+                                   self.theta)
 
-    if trunc is not None:       # start inside the truncated set: the uniform point
-        for d in range(len(levels)):
-            theta[:, off[d]:off[d] + levels[d]] = 1.0 / levels[d]
-    draw_theta()
-    for it in range(iterations):
-        if latent is not None:
-            for _ in range(latent["sweeps"]):
-                n_acc += core.record_sweep(latent["records"], latent["start"], z, theta, off,
-                                           levels, counts, latent["obs"], latent["inv_scale"],
-                                           latent["l2"], use, rng)
-                n_prop += latent["records"].size
-        with np.errstate(divide="ignore"):
-            logtheta = np.log(theta)
-        core.emission_loglik(counts, logtheta, use, inv_temp, L)
-        if z_sampler == "ffbs":
-            core.ffbs(z, core.draw_transitions(ntr, alpha, rng), L, rng)
-            ntr, nout = core.transition_counts(z, K)
-        else:
-            core.z_sweep(z, ntr, nout, L, alpha, rng)
-        draw_theta()
-        if it >= warmup:
-            s = it - warmup
-            A = core.draw_transitions(ntr, alpha, rng)
-            out["theta"][s] = theta
-            out["pi"][s] = A[K]
-            out["A"][s] = A[:K]
-            out["z"][s] = z
-            if keep_counts:
-                out["counts"][s] = counts
-        if progress is not None:
-            progress(it)
-    if latent is not None:
-        out["accept_rate"] = n_acc / max(n_prop, 1)
-    return out
+    def run(self, n: int, keep: bool, progress=None) -> None:
+        """``n`` more iterations; their draws are appended when ``keep``. ``progress(i)`` is
+        called after each with the chain's iteration count minus one."""
+        core, m, rng = _core(), self.model, self.rng
+        K, (R, T) = m.n_states, self.shape
+        n = int(n)
+        if n <= 0:
+            return
+        if keep:
+            blk = {"theta": np.empty((n, K, m.width)), "pi": np.empty((n, K)),
+                   "A": np.empty((n, K, K)), "z": np.empty((n, R, T), dtype=np.int64)}
+            if self.keep_counts:
+                blk["counts"] = np.empty((n,) + self.counts.shape)
+        latent, counts, theta, z = self.latent, self.counts, self.theta, self.z
+        for s in range(n):
+            if latent is not None:
+                for _ in range(latent["sweeps"]):
+                    self.n_acc += core.record_sweep(
+                        latent["records"], latent["start"], z, theta, m.offsets, m.levels_arr,
+                        counts, latent["obs"], latent["inv_scale"], latent["l2"], self.use, rng)
+                    self.n_prop += latent["records"].size
+            with np.errstate(divide="ignore"):
+                logtheta = np.log(theta)
+            core.emission_loglik(counts, logtheta, self.use, self.inv_temp, self.L)
+            if self.z_sampler == "ffbs":
+                core.ffbs(z, core.draw_transitions(self.ntr, m.alpha, rng), self.L, rng)
+                self.ntr, self.nout = core.transition_counts(z, K)
+            else:
+                core.z_sweep(z, self.ntr, self.nout, self.L, m.alpha, rng)
+            self._draw_theta()
+            if keep:
+                A = core.draw_transitions(self.ntr, m.alpha, rng)
+                blk["theta"][s] = theta
+                blk["pi"][s] = A[K]
+                blk["A"][s] = A[:K]
+                blk["z"][s] = z
+                if self.keep_counts:
+                    blk["counts"][s] = counts
+            if progress is not None:
+                progress(self.done)
+            self.done += 1
+        if keep:
+            self.blocks.append(blk)
+            self.n_stored += n
+
+    def result(self) -> dict:
+        """The kept draws (:func:`gibbs_chain`'s return value); ``n_stored`` their number."""
+        m, (R, T) = self.model, self.shape
+        K = m.n_states
+        empty = {"theta": (K, m.width), "pi": (K,), "A": (K, K), "z": (R, T)}
+        if self.keep_counts:
+            empty["counts"] = self.counts.shape
+        out = {}
+        for key, shp in empty.items():
+            if len(self.blocks) == 1:
+                out[key] = self.blocks[0][key]
+            elif self.blocks:
+                out[key] = np.concatenate([b[key] for b in self.blocks])
+            else:
+                out[key] = np.empty((0,) + shp, dtype=np.int64 if key == "z" else np.float64)
+        if self.latent is not None:
+            out["accept_rate"] = self.n_acc / max(self.n_prop, 1)
+        out["n_stored"] = self.n_stored
+        return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -311,22 +379,6 @@ def _heldout_mask(heldout, shape):
     return (~h).ravel().astype(np.int64)
 
 
-def _align(chains_out, K):
-    """Permute the states of chains 1.. to best match chain 0 (mean emission distance)."""
-    from scipy.optimize import linear_sum_assignment
-
-    ref = chains_out[0]["theta"].mean(axis=0)
-    for c in chains_out[1:]:
-        m = c["theta"].mean(axis=0)
-        cost = np.abs(ref[:, None, :] - m[None, :, :]).sum(axis=2)
-        _, perm = linear_sum_assignment(cost)      # new state k = old state perm[k]
-        inv = np.argsort(perm)
-        c["theta"] = c["theta"][:, perm]
-        c["pi"] = c["pi"][:, perm]
-        c["A"] = c["A"][:, perm][:, :, perm]
-        c["z"] = inv[c["z"]]
-
-
 def _latent_init(counts_noisy, sizes, model, rng):
     """Initial latent reports: per cell and feature, a multinomial draw of the cell size with
     probabilities ∝ max(noisy count, 0) + 0.1 (any start is valid)."""
@@ -360,7 +412,7 @@ def _noise(release):
                             f"discrete versions) on the counts, not {name!r}")
 
 
-def _diagnose(post, method):
+def _diagnose(post, method, mode="draws", table=None):
     """Warn loudly when split R-hat > 1.01 or bulk/tail ESS < 400 for pi, A or theta, as every
     sampler does (:func:`privpost.diagnostics.flag`: a ConvergenceWarning, a note in
     ``post.notes``, ``post.converged``, so that ``privpost infer --strict`` exits 3)."""
@@ -368,24 +420,54 @@ def _diagnose(post, method):
 
     if post.n_draws < 4:
         return
-    if flag(post, stacklevel=5):
-        post.notes.append(f"{method} (hmm): states are aligned across chains, but label "
-                          "switching within a chain also shows in R-hat and ESS")
+    if flag(post, stacklevel=5, table=table) and mode != "draws":
+        post.notes.append(f"{method} (hmm): label switching (the states' labels are arbitrary) "
+                          "shows in R-hat and ESS unless relabel='draws'")
 
 
-def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, chains: int = 1,
-               seed=None, progress: bool = False, heldout=None, keep_counts: bool = False,
-               record_sweeps: int = 1, records=None, epsilon=None, M: float = 10.0,
-               keep: str = "last", diagnose: bool = True, z_sampler: str = "collapsed",
-               **options):
+def run_method(method, model, release, *, draws: int | None = None, warmup: int | None = None,
+               chains: int | None = None, seed=None, progress: bool = False, heldout=None,
+               keep_counts: bool = False, record_sweeps: int = 1, records=None, epsilon=None,
+               M: float = 10.0, keep: str = "last", diagnose: bool = True,
+               z_sampler: str = "collapsed", max_draws: int | None = None,
+               max_seconds: float | None = None, relabel="draws", **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
-    :class:`~privpost.cell_counts.CellCounts` release (module docstring)."""
+    :class:`~privpost.cell_counts.CellCounts` release (module docstring).
+
+    ``draws=None`` (default; not ``ops``): run until converged
+    (:mod:`privpost.inference._hmm_until`): ``chains`` (default 4) chains, ``warmup`` (default
+    250) warm-up iterations, then rounds of draws until every scalar entry of pi, A and theta
+    (relabelled) has split R-hat <= 1.01 and bulk and tail ESS >= 400, or a budget runs out:
+    ``max_draws`` kept draws per chain (default 5000) and ``max_seconds`` of wall time (default
+    60; ``None`` with ``max_draws`` given: no time budget). A fixed ``draws=`` runs exactly
+    that many (default warm-up 100, the paper's; default chains 4; ``ops``: 100 draws, 1 chain).
+    ``relabel``: ``"draws"`` (default; per-draw relabelling of the symmetric states before
+    diagnostics and in the result), ``"chains"`` (one permutation per chain) or ``False``."""
     from privpost.accounting import private_gibbs_cost
 
     if method not in _METHODS:
         raise IncompatibleError(f"method {method!r} is not available for the HMM; use one of "
                                 f"{', '.join(_METHODS)}")
     reject_unknown(method, options)
+    from privpost.inference import _hmm_until
+
+    auto = draws is None and method != "ops"
+    if relabel not in ("draws", "chains", False, None):
+        raise PrivpostError(f"relabel must be 'draws', 'chains' or False, got {relabel!r}")
+    plan = None
+    if auto:
+        plan = _until_plan(max_draws, max_seconds)
+        draws = plan.first
+    elif max_draws is not None or max_seconds is not None:
+        raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
+                            "(draws=None); with a fixed draws= (or method 'ops', which has no "
+                            "such run) leave them out")
+    if draws is None:
+        draws = 100
+    if warmup is None:
+        warmup = _hmm_until.WARMUP if auto else 100
+    if chains is None:
+        chains = 1 if method == "ops" else _hmm_until.CHAINS
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     if z_sampler not in ("collapsed", "ffbs"):
         raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's) or 'ffbs', "
@@ -397,6 +479,7 @@ def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, c
     q = release.query
     R, T = q.n_regions, q.n_times
     use = _heldout_mask(heldout, (R, T))
+    t_start = time.perf_counter()
     rng = as_generator(seed)
     obs = q.cell_matrix(release.observed)
     notes: list[str] = []
@@ -462,9 +545,7 @@ def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, c
         ops_info = {"temperature": Temp, "C": C, "epsilon_converged": eps_update,
                     "epsilon_worst_case": cost.epsilon}
 
-    iterations = warmup + draws
-    prog = Progress(chains * iterations, progress, f"hmm {method}")
-    results = []
+    chain_objs = []
     for ch in range(chains):
         crng = np.random.default_rng(rng.integers(2**63))
         counts = counts0.copy() if latent_tpl is None else None
@@ -472,23 +553,43 @@ def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, c
         if latent_tpl is not None:
             recs, start, counts = _latent_init(obs, q.cell_sizes, model, crng)
             latent = dict(latent_tpl, records=recs, start=start)
-        results.append(gibbs_chain(
-            model, np.ascontiguousarray(counts), use, (R, T), iterations=iterations,
-            warmup=warmup, rng=crng, inv_temp=inv_temp, trunc=trunc, latent=latent,
-            keep_counts=keep_counts, z_sampler=z_sampler,
-            progress=lambda it, ch=ch: prog.update(ch * iterations + it)))
-    if chains > 1:
-        _align(results, model.n_states)
+        chain_objs.append(GibbsChain(
+            model, np.ascontiguousarray(counts), use, (R, T), rng=crng, inv_temp=inv_temp,
+            trunc=trunc, latent=latent, keep_counts=keep_counts, z_sampler=z_sampler))
+    mode = relabel or False
+    if method == "ops" and keep == "last" or (chains == 1 and mode == "chains"):
+        mode = False
+    if plan is not None:
+        from privpost.inference._progress import ProgressBar
+
+        bar = ProgressBar(chains * (warmup + draws), progress, f"hmm {method}",
+                          f"{chains} chain{'s' if chains > 1 else ''}", close_at_total=False)
+        plan.t0 = t_start
+        names = ["pi", "A"] + [f"theta{d + 1}" for d in range(model.n_features)]
+        results = _hmm_until.run_rounds(chain_objs, warmup, plan, bar, names,
+                                        lambda res: _draws_of(res, model), mode)
+        notes.append(plan.note(results[0]["n_stored"]))
+    else:
+        iterations = warmup + draws
+        prog = Progress(chains * iterations, progress, f"hmm {method}")
+        for ch, c in enumerate(chain_objs):
+            upd = (lambda it, ch=ch: prog.update(ch * iterations + it))
+            c.run(warmup, keep=False, progress=upd)
+            c.run(draws, keep=True, progress=upd)
+        results = _hmm_until.relabel([c.result() for c in chain_objs], mode, copy=False)
+    if mode == "draws":
+        notes.append("states relabelled draw by draw (the prior is symmetric in the states, so "
+                     "labels are arbitrary): each draw's state permutation minimises the squared "
+                     "distance of its emissions to the mean relabelled emissions (Stephens 2000),"
+                     " applied to theta, pi, A and z before the diagnostics")
+    elif mode == "chains":
         notes.append("chains aligned to chain 0 by a state permutation (label switching)")
     if method == "ops" and keep == "last":
         for r in results:
             for key in ("theta", "pi", "A", "z", "counts"):
                 if key in r:
                     r[key] = r[key][-1:]
-    draws_out = {"pi": np.stack([r["pi"] for r in results]),
-                 "A": np.stack([r["A"] for r in results])}
-    theta = np.stack([r["theta"] for r in results])
-    draws_out.update(model.split_theta(theta))
+    draws_out = _draws_of(results, model)
     stats = {"z": np.stack([r["z"] for r in results]).astype(np.float64)}
     chain_stats = {}
     if keep_counts:
@@ -499,6 +600,40 @@ def run_method(method, model, release, *, draws: int = 100, warmup: int = 100, c
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
                           chain_stats=chain_stats)
-    if diagnose and not (method == "ops" and keep == "last"):
-        _diagnose(post, method)
+    if (diagnose or plan is not None) and not (method == "ops" and keep == "last"):
+        _diagnose(post, method, mode, plan.table if plan is not None else None)
     return post
+
+
+def _draws_of(results, model) -> dict:
+    """The Posterior's draws ``pi (C, S, K)``, ``A (C, S, K, K)``, ``theta<d> (C, S, K, K_d)``
+    from the chains' result dicts (common length)."""
+    out = {"pi": np.stack([r["pi"] for r in results]),
+           "A": np.stack([r["A"] for r in results])}
+    out.update(model.split_theta(np.stack([r["theta"] for r in results])))
+    return out
+
+
+def _until_plan(max_draws, max_seconds):
+    """The :class:`~privpost.inference._until.Plan` of a run until converged, budgets checked
+    (defaults :data:`~privpost.inference._hmm_until.MAX_DRAWS` draws per chain and
+    :data:`~privpost.inference._hmm_until.MAX_SECONDS` s; ``max_seconds=None`` with
+    ``max_draws`` given: no time budget)."""
+    from privpost.inference import _hmm_until, _until
+
+    if max_draws is None:
+        budget = _hmm_until.MAX_DRAWS
+        if max_seconds is None:
+            max_seconds = _hmm_until.MAX_SECONDS
+    else:
+        if isinstance(max_draws, bool) or not isinstance(max_draws, (int, np.integer)) \
+                or max_draws < 4:
+            raise PrivpostError(f"max_draws must be an integer >= 4 (kept draws per chain), "
+                                f"got {max_draws!r}")
+        budget = int(max_draws)
+    if max_seconds is not None and (isinstance(max_seconds, bool)
+                                    or not isinstance(max_seconds, (int, float))
+                                    or not (max_seconds > 0 and math.isfinite(max_seconds))):
+        raise PrivpostError(f"max_seconds must be a number > 0 (seconds) or None, got "
+                            f"{max_seconds!r}")
+    return _until.Plan(_hmm_until.FIRST_DRAWS, budget, max_seconds)
