@@ -241,6 +241,12 @@ def test_ops_privacy_statement_and_truncation():
     assert any("worst case" in n for n in post.notes)
     with pytest.raises(pp.errors.IncompatibleError, match="records="):
         pp.infer(model, rel, method="ops")
+    assert not any("OPS chains release" in n for n in post.notes)
+    # several chains are several samples: the notes state the composed guarantee
+    post3 = pp.infer(model, rel, method="ops", records=recs, M=10, seed=3, draws=20, warmup=20,
+                     chains=3)
+    assert any("3 OPS chains release 3 samples: by composition 6-DP at convergence, 480-DP "
+               "worst case" in n for n in post3.notes), post3.notes
 
 
 def test_hostile_inputs_and_cli(tmp_path):

@@ -542,6 +542,12 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         if keep == "all":
             notes.append("keep='all': every post-warm-up draw is returned; only the worst-case "
                          "guarantee covers them")
+        if chains > 1:
+            # each chain is a separate run on the same records: basic composition over chains
+            notes.append(f"{chains} OPS chains release {chains} samples: by composition "
+                         f"{chains * eps_update:.6g}-DP at convergence, "
+                         f"{chains * cost.epsilon:.6g}-DP worst case (use chains=1 for one "
+                         f"sample's guarantee)")
         ops_info = {"temperature": Temp, "C": C, "epsilon_converged": eps_update,
                     "epsilon_worst_case": cost.epsilon}
 
