@@ -13,12 +13,16 @@ Metrics (extract §3.2): coverage of equal-tailed intervals of alpha and their w
 calibrate), the seed's MSE(alpha) averaged over draws,
 ``sum_j (mean_j - alpha_j)^2 + sd_j^2 (S-1)/S``, and the same for the mean composition
 ``E[x | alpha] = alpha / sum(alpha)`` (the seed's MSE(E[x|alpha]); calibrate sees it as a second
-parameter ``share`` of :class:`DirichletShares`, whose draws every wrapped method adds).
+parameter ``share`` of :class:`DirichletShares`, whose draws every wrapped method adds); the
+seed's posterior predictive ellipsoid coverage (:mod:`privpost.experiments.guo2023_metrics`,
+ideal 0.95) and each fit's largest split R-hat / smallest bulk ESS of alpha, carried as
+constant per-fit "parameters" ``ellipsoid``, ``rhat``, ``ess``.
 Monte Carlo standard errors over replicates: coverage (sd of the per-replicate coverage /
 sqrt(reps)), and the median MSEs (bootstrap over replicates).
 
 ``python -m privpost.experiments.guo2023_sim --size study --out DIR`` runs the size of
-EXPERIMENTS.md §8.2 (between ``--quick`` and ``--full``).
+EXPERIMENTS.md §8.2 (between ``--quick`` and ``--full``); ``--methods all`` selects the 15 DP
+methods of the seed's Table 1 (:data:`ALL_METHODS`), ``--alphas/--n/--epsilon`` a sub-grid.
 """
 
 from __future__ import annotations
