@@ -297,7 +297,8 @@ def run_sim(ctx):
           "replicates); 'cov E[x]' the same for E[x]_j. 'ellipsoid 95%': the seed's "
           "posterior predictive ellipsoid coverage (ideal 0.95; median over replicates ± "
           "bootstrap se; guo2023_metrics). 'max R̂' / 'min ESS': largest split R-hat and "
-          "smallest bulk ESS of α_j over the cell's replicates. Boots and MCMCp1 do not depend on ε "
+          "smallest bulk ESS of α_j over the cell's replicates. Boots and MCMCp1 do not "
+          "depend on ε "
           "(re-run per cell on the same records).", "",
           _md_table(["α", "method", "n", "ε", "median MSE(α)", "se", "median MSE(E[x])", "se",
                      "coverage 90%", "se", "mean width", "cov E[x]", "ellipsoid 95%", "se",
