@@ -57,6 +57,7 @@ def test_simulation_study_runs_through_calibrate(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)   # 15 methods: ~3 min unloaded, 4-5x that on a loaded machine
 def test_quick_simulation_reproduction(tmp_path):
     """`privpost reproduce guo2023-compositional --quick` (minutes; make test-slow)."""
     from privpost.experiments.reproduce import reproduce
