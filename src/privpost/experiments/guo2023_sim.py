@@ -13,12 +13,16 @@ Metrics (extract §3.2): coverage of equal-tailed intervals of alpha and their w
 calibrate), the seed's MSE(alpha) averaged over draws,
 ``sum_j (mean_j - alpha_j)^2 + sd_j^2 (S-1)/S``, and the same for the mean composition
 ``E[x | alpha] = alpha / sum(alpha)`` (the seed's MSE(E[x|alpha]); calibrate sees it as a second
-parameter ``share`` of :class:`DirichletShares`, whose draws every wrapped method adds).
+parameter ``share`` of :class:`DirichletShares`, whose draws every wrapped method adds); the
+seed's posterior predictive ellipsoid coverage (:mod:`privpost.experiments.guo2023_metrics`,
+ideal 0.95) and each fit's largest split R-hat / smallest bulk ESS of alpha, carried as
+constant per-fit "parameters" ``ellipsoid``, ``rhat``, ``ess``.
 Monte Carlo standard errors over replicates: coverage (sd of the per-replicate coverage /
 sqrt(reps)), and the median MSEs (bootstrap over replicates).
 
 ``python -m privpost.experiments.guo2023_sim --size study --out DIR`` runs the size of
-EXPERIMENTS.md §8.2 (between ``--quick`` and ``--full``).
+EXPERIMENTS.md §8.2 (between ``--quick`` and ``--full``); ``--methods all`` selects the 15 DP
+methods of the seed's Table 1 (:data:`ALL_METHODS`), ``--alphas/--n/--epsilon`` a sub-grid.
 """
 
 from __future__ import annotations
@@ -28,14 +32,21 @@ import numpy as np
 ALPHA_SETS = {"alpha1": (3.3, 4.4), "alpha2": (0.5, 0.5, 0.5), "alpha3": (2.2, 3.3, 4.4),
               "alpha4": (2.0, 20.0, 2.0), "alpha5": (2.2, 3.3, 4.4, 5.5, 6.6)}
 
-#: label -> (method, prior, split)
+#: label -> (method, prior, split): the 15 DP methods of the seed's Table 1 (extract §2.11)
 SIM_METHODS = {
-    "DPBoots": ("dpboots", None, False), "DPMCMCp1": ("dpmcmc", "p1", False),
-    "DPreMCMCp4": ("dpremcmc", "p4", True), "DPABCp5": ("dpabc", "p5", True),
-    "DPapproxp1": ("dpapprox", "p1", False),
-    "DPMCMCp4": ("dpmcmc", "p4", True), "DPreMCMCp1": ("dpremcmc", "p1", False),
-    "DPABCp1": ("dpabc", "p1", False), "DPABCp4": ("dpabc", "p4", True),
+    "DPBoots": ("dpboots", None, False),
+    "DPMCMCp1": ("dpmcmc", "p1", False), "DPMCMCp3": ("dpmcmc", "p3", True),
+    "DPMCMCp4": ("dpmcmc", "p4", True),
+    "DPreMCMCp1": ("dpremcmc", "p1", False), "DPreMCMCp3": ("dpremcmc", "p3", True),
+    "DPreMCMCp4": ("dpremcmc", "p4", True),
+    "DPABCp1": ("dpabc", "p1", False), "DPABCp2": ("dpabc", "p2", True),
+    "DPABCp3": ("dpabc", "p3", True), "DPABCp4": ("dpabc", "p4", True),
+    "DPABCp5": ("dpabc", "p5", True),
+    "DPapproxp1": ("dpapprox", "p1", False), "DPapproxp3": ("dpapprox", "p3", True),
     "DPapproxp4": ("dpapprox", "p4", True)}
+
+#: every DP method, in Table 1's order (``--methods all``)
+ALL_METHODS = tuple(SIM_METHODS)
 
 #: the size run for EXPERIMENTS.md §8.2 (``--size study``)
 STUDY_SIZE = {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
@@ -50,12 +61,18 @@ def _dirichlet_shares_class():
 
     class DirichletShares(Dirichlet):
         """A :class:`~privpost.models.Dirichlet` that also declares the derived parameter
-        ``share = alpha / sum(alpha)`` (shape (D,)), so that calibrate reports E[x|alpha];
-        methods run on a plain Dirichlet (see :func:`_with_shares`)."""
+        ``share = alpha / sum(alpha)`` (shape (D,)), so that calibrate reports E[x|alpha],
+        and three per-fit summaries carried as constant "draws" (shape ()) so that calibrate's
+        per-replicate files keep them: ``ellipsoid`` (the seed's predictive ellipsoid
+        coverage, :func:`~privpost.experiments.guo2023_metrics.predictive_ellipsoid_coverage`),
+        ``rhat`` (largest split R-hat over alpha_j) and ``ess`` (smallest bulk ESS). Only the
+        table's ``mean`` of those three is meaningful. Methods run on a plain Dirichlet (see
+        :func:`_with_shares`)."""
 
         def __init__(self, parts: int):
             super().__init__(parts)
-            self.param_shapes = {"alpha": (parts,), "share": (parts,)}
+            self.param_shapes = {"alpha": (parts,), "share": (parts,), "ellipsoid": (),
+                                 "rhat": (), "ess": ()}
 
         def simulate(self, params, n, rng):
             return super().simulate({"alpha": params["alpha"]}, n, rng)
@@ -68,30 +85,50 @@ def _dirichlet_shares_class():
 DirichletShares = _dirichlet_shares_class()
 
 
-def _with_shares(post):
+#: true values handed to calibrate for the per-fit summaries (``ellipsoid``: the seed's ideal)
+SUMMARY_TRUTH = {"ellipsoid": 0.95, "rhat": 1.0, "ess": 0.0}
+
+
+def _with_shares(post, truth=None, rng=None, ellipsoid_draws: int = 20):
+    """Add ``share`` draws (chains, draws, D) and, with ``truth``, the constant per-fit
+    summaries ``ellipsoid``, ``rhat`` and ``ess`` (chains, draws) (see DirichletShares)."""
+    from privpost.experiments.guo2023_metrics import (fit_convergence,
+                                                      predictive_ellipsoid_coverage)
+
     a = np.asarray(post.draws["alpha"], dtype=np.float64)
     post.draws["share"] = a / a.sum(axis=-1, keepdims=True)
+    if truth is not None:
+        shape = a.shape[:2]
+        cov = predictive_ellipsoid_coverage(a, truth, rng, per_draw=ellipsoid_draws)
+        r, e = fit_convergence(a)
+        post.draws["ellipsoid"] = np.full(shape, cov)
+        post.draws["rhat"] = np.full(shape, r)
+        post.draws["ess"] = np.full(shape, e)
     return post
 
 
-def benchmark_method(model, release, *, records, bench: str, seed=None, **options):
+def benchmark_method(model, release, *, records, bench: str, seed=None, truth=None,
+                     **options):
     """The non-private benchmarks (``"boots"``, ``"nonprivate"`` = MCMCp1) on a plain Dirichlet,
-    with ``share`` draws added."""
+    with ``share`` draws (and, given the true alpha ``truth``, the per-fit summaries) added."""
     import privpost as pp
+    from privpost._rng import as_generator
     from privpost.models import Dirichlet
 
+    rng = as_generator(seed)
     kw = dict(options)
     kw.setdefault("progress", False)
     if bench == "boots":
         kw.pop("warmup", None)
         kw.pop("cores", None)
     return _with_shares(pp.infer(Dirichlet(model.parts), None if bench == "boots" else release,
-                                 method=bench, records=records, seed=seed, **kw))
+                                 method=bench, records=records, seed=rng, **kw), truth, rng)
 
 
 def dpss_method(model, release, *, records, dp_method: str, prior=None, split: bool = False,
-                eps1_share: float = 0.25, seed=None, **options):
-    """Run a seed 002 method on a DPss release of ``records`` at ``release``'s total epsilon."""
+                eps1_share: float = 0.25, seed=None, truth=None, **options):
+    """Run a seed 002 method on a DPss release of ``records`` at ``release``'s total epsilon;
+    ``truth`` (the true alpha, (D,)) adds the per-fit summaries (see DirichletShares)."""
     import warnings
 
     import privpost as pp
@@ -120,7 +157,7 @@ def dpss_method(model, release, *, records, dp_method: str, prior=None, split: b
         post = pp.infer(model, rset, method=method, seed=rng, **kw)
     post.notes.append(f"calibration wrapper: DPss release of the replicate's records at total "
                       f"eps = {eps:g} (eps1 = {eps1_share * eps:g})")
-    return _with_shares(post)
+    return _with_shares(post, truth, rng)
 
 
 def threshold_rule_table(alphas, ns, epsilons, reps: int, seed: int, eps2_share: float = 0.75):
@@ -172,7 +209,10 @@ def summarise(table, seed: int = 0):
     averaged over draws) and its bootstrap se, ``mse_share`` (same for E[x|alpha]) and se,
     ``coverage`` / ``coverage_se`` (90% intervals of alpha_j, averaged over j; se from the
     per-replicate coverage), ``width`` (mean width), ``cov_share`` (coverage of E[x]_j),
-    ``seconds`` (mean per replicate), ``reps``.
+    ``seconds`` (mean per replicate), ``reps``; and from the per-fit summaries (NaN when the
+    table has none): ``ellipsoid`` (median over replicates of the seed's predictive ellipsoid
+    coverage) with bootstrap se ``ellipsoid_se`` and the mean ``ellipsoid_mean``,
+    ``rhat_max`` (largest split R-hat of alpha over replicates), ``ess_min`` (smallest bulk ESS).
     """
     import pandas as pd
 
@@ -181,12 +221,15 @@ def summarise(table, seed: int = 0):
     t = table.assign(mse=(table["mean"] - table["truth"]) ** 2 + table["sd"] ** 2 * (S - 1) / S)
     per = t.groupby(["method", "n", "epsilon", "replicate", "parameter"]).agg(
         mse=("mse", "sum"), covered=("covered", "mean"), width=("width", "mean"),
-        seconds=("seconds", "first")).reset_index()
+        seconds=("seconds", "first"), value=("mean", "sum")).reset_index()
     out = []
     for (m, n, e), g in per.groupby(["method", "n", "epsilon"]):
         ga, gs = g[g["parameter"] == "alpha"], g[g["parameter"] == "share"]
         reps = len(ga)
         cov_se = float(ga["covered"].std(ddof=1) / np.sqrt(reps)) if reps > 1 else float("nan")
+        ell, rh, es = (g.loc[g["parameter"] == nm, "value"].to_numpy(float)
+                       for nm in ("ellipsoid", "rhat", "ess"))
+        nan = float("nan")
         out.append({"method": m, "n": int(n), "epsilon": float(e),
                     "mse_alpha": float(ga["mse"].median()),
                     "mse_alpha_se": _median_se(ga["mse"], rng),
@@ -194,7 +237,12 @@ def summarise(table, seed: int = 0):
                     "mse_share_se": _median_se(gs["mse"], rng),
                     "coverage": float(ga["covered"].mean()), "coverage_se": cov_se,
                     "width": float(ga["width"].mean()), "cov_share": float(gs["covered"].mean()),
-                    "seconds": float(ga["seconds"].mean()), "reps": reps})
+                    "seconds": float(ga["seconds"].mean()), "reps": reps,
+                    "ellipsoid": float(np.median(ell)) if ell.size else nan,
+                    "ellipsoid_se": _median_se(ell, rng) if ell.size else nan,
+                    "ellipsoid_mean": float(ell.mean()) if ell.size else nan,
+                    "rhat_max": float(np.nanmax(rh)) if np.isfinite(rh).any() else nan,
+                    "ess_min": float(np.nanmin(es)) if np.isfinite(es).any() else nan})
     return pd.DataFrame(out)
 
 
@@ -210,13 +258,15 @@ def run_sim(ctx):
         alpha = np.array(ALPHA_SETS[key])
         D = alpha.size
         model = DirichletShares(D)
+        truth = tuple(float(v) for v in alpha)
         methods = {"MCMCp1": {"method": benchmark_method, "bench": "nonprivate",
-                              "draws": s["draws"], "warmup": s["warmup"]},
-                   "Boots": {"method": benchmark_method, "bench": "boots", "draws": s["draws"]}}
+                              "draws": s["draws"], "warmup": s["warmup"], "truth": truth},
+                   "Boots": {"method": benchmark_method, "bench": "boots", "draws": s["draws"],
+                             "truth": truth}}
         for lab in s["methods"]:
             meth, prior, split = SIM_METHODS[lab]
             methods[lab] = {"method": dpss_method, "dp_method": meth, "prior": prior,
-                            "split": split, "draws": s["draws"]}
+                            "split": split, "draws": s["draws"], "truth": truth}
             if meth in ("dpmcmc", "dpremcmc", "dpapprox"):
                 methods[lab]["warmup"] = s["warmup"]
             if prior in ("p2", "p3", "p4", "p5"):
@@ -224,8 +274,8 @@ def run_sim(ctx):
         res = _study(ctx, key, model, CensoredLogMean(D, 1e-3, max(s["n"])),
                      {"type": "laplace", "epsilon": 1.0}, methods=methods, n=list(s["n"]),
                      epsilon=list(s["epsilon"]), replicates=s["replicates"], levels=(0.9,),
-                     params={"alpha": alpha, "share": alpha / alpha.sum()},
-                     parameters=("alpha", "share"), mmd_reference=None,
+                     params={"alpha": alpha, "share": alpha / alpha.sum(), **SUMMARY_TRUTH},
+                     parameters=("alpha", "share", *SUMMARY_TRUTH), mmd_reference=None,
                      diagnostics=False, figures=False)
         g = summarise(res.table, ctx.seed)
         tables[key] = g
@@ -234,7 +284,9 @@ def run_sim(ctx):
                          float(r["mse_alpha"]), float(r["mse_alpha_se"]),
                          float(r["mse_share"]), float(r["mse_share_se"]),
                          float(r["coverage"]), float(r["coverage_se"]), float(r["width"]),
-                         float(r["cov_share"]), float(r["seconds"]), int(r["reps"])])
+                         float(r["cov_share"]), float(r["ellipsoid"]), float(r["ellipsoid_se"]),
+                         float(r["rhat_max"]), float(r["ess_min"]), float(r["seconds"]),
+                         int(r["reps"])])
     md = ["# Guo, Barrientos & Peña (seed 002): simulation study (Sec. 4.1)", "",
           _settings_md(ctx), "",
           "Each DP method runs on its own DPss release of the replicate's records at total ε "
@@ -242,10 +294,15 @@ def run_sim(ctx):
           "MSE(α) and MSE(E[x]) are the seed's: averaged over draws, so they include the "
           "posterior spread; median over replicates (± bootstrap se). Coverage: 90% "
           "equal-tailed intervals of each α_j, averaged over j and replicates (± se over "
-          "replicates); 'cov E[x]' the same for E[x]_j. Boots and MCMCp1 do not depend on ε "
+          "replicates); 'cov E[x]' the same for E[x]_j. 'ellipsoid 95%': the seed's "
+          "posterior predictive ellipsoid coverage (ideal 0.95; median over replicates ± "
+          "bootstrap se; guo2023_metrics). 'max R̂' / 'min ESS': largest split R-hat and "
+          "smallest bulk ESS of α_j over the cell's replicates. Boots and MCMCp1 do not "
+          "depend on ε "
           "(re-run per cell on the same records).", "",
           _md_table(["α", "method", "n", "ε", "median MSE(α)", "se", "median MSE(E[x])", "se",
-                     "coverage 90%", "se", "mean width", "cov E[x]", "s/rep", "reps"], rows)]
+                     "coverage 90%", "se", "mean width", "cov E[x]", "ellipsoid 95%", "se",
+                     "max R̂", "min ESS", "s/rep", "reps"], rows)]
     if s.get("rule_reps"):
         rule_rows = threshold_rule_table(s["rule_alphas"], s["rule_n"], s["rule_epsilon"],
                                          s["rule_reps"], ctx.seed)
@@ -262,7 +319,8 @@ def run_sim(ctx):
 
 def main(argv=None):
     """``python -m privpost.experiments.guo2023_sim --size study|quick|full --out DIR
-    [--workers N] [--alphas alpha1,alpha3] [--replicates R]``."""
+    [--workers N] [--alphas alpha1,alpha3] [--replicates R] [--methods all|L1,L2]
+    [--n 1000,5000] [--epsilon 0.5,1e10] [--draws S]`` (``--draws`` sets draws and warm-up)."""
     import argparse
     from pathlib import Path
 
@@ -274,7 +332,10 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--alphas", default=None)
     ap.add_argument("--replicates", type=int, default=None)
-    ap.add_argument("--methods", default=None)
+    ap.add_argument("--methods", default=None, help="labels of SIM_METHODS, or 'all'")
+    ap.add_argument("--n", default=None, help="e.g. 1000,5000")
+    ap.add_argument("--epsilon", default=None, help="e.g. 0.25,0.5,1.5,1e10")
+    ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--seed", type=int, default=2024)
     args = ap.parse_args(argv)
     rep = REPRODUCTIONS["guo2023-compositional"]
@@ -283,8 +344,15 @@ def main(argv=None):
         settings["alphas"] = tuple(args.alphas.split(","))
     if args.replicates:
         settings["replicates"] = args.replicates
+    if args.draws:
+        settings["draws"] = settings["warmup"] = args.draws
     if args.methods:
-        settings["methods"] = tuple(args.methods.split(","))
+        settings["methods"] = (ALL_METHODS if args.methods == "all"
+                               else tuple(args.methods.split(",")))
+    if args.n:
+        settings["n"] = tuple(int(v) for v in args.n.split(","))
+    if args.epsilon:
+        settings["epsilon"] = tuple(float(v) for v in args.epsilon.split(","))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = _Ctx(name="guo2023-compositional", size=args.size, settings=settings, outdir=out,

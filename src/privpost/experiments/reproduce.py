@@ -936,15 +936,17 @@ def _guo2023_sim(ctx: _Ctx) -> ReproductionReport:
 
 _RULE_STUDY = {"rule_alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"),
                "rule_n": (1000, 5000), "rule_epsilon": (0.25, 0.5, 1.5, 1e10)}
+from privpost.experiments.guo2023_sim import ALL_METHODS as _GUO_METHODS  # noqa: E402
+
 REPRODUCTIONS["guo2023-compositional"] = Reproduction(
     "guo2023-compositional", "Guo, Barrientos & Pena 2023, Sec. 4.1 simulation study",
     "seed 002", ("boots", "nonprivate", "dpboots", "dpmcmc", "dpremcmc", "dpabc", "dpapprox"),
-    {"quick": {"alphas": ("alpha3",), "n": (1000,), "epsilon": (0.5, 1e10), "replicates": 4,
-               "methods": ("DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5"), "draws": 400,
-               "warmup": 400, "prior_draws": 400, **_RULE_STUDY, "rule_reps": 100},
+    {"quick": {"alphas": ("alpha3",), "n": (1000,), "epsilon": (0.5, 1e10), "replicates": 2,
+               "methods": _GUO_METHODS, "draws": 200,
+               "warmup": 200, "prior_draws": 400, **_RULE_STUDY, "rule_reps": 100},
      "full": {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
               "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 50,
-              "methods": ("DPBoots", "DPMCMCp1", "DPreMCMCp4", "DPABCp5", "DPapproxp1"),
+              "methods": _GUO_METHODS,
               "draws": 1000, "warmup": 1000, "prior_draws": 2000, **_RULE_STUDY,
               "rule_reps": 200}},
     _guo2023_sim, 2024)
