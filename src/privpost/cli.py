@@ -587,6 +587,10 @@ def infer_cmd(
     if draws is not None:
         options["draws"] = draws
     options.update(_parse_options(option or []))
+    if method == "damcmc":   # Numba's BLAS check without importing all of scipy.linalg
+        from privpost._blas_preload import preload_cython_blas
+
+        preload_cython_blas()
     with warnings.catch_warnings():   # shown highlighted in the table (a note) instead
         warnings.simplefilter("ignore", ConvergenceWarning)
         post = infer(mdl, rel, method=method, **options)
