@@ -614,6 +614,10 @@ def infer_cmd(
         for path_written in (output, predictive_plot):
             if path_written is not None:
                 out.print(f"wrote [bold]{path_written}[/]")
+    if output is None and predictive_plot is None:   # no file written: may exit quickly
+        from privpost._exit import allow
+
+        allow()
     if strict and post.converged is False:
         raise typer.Exit(code=3)
 
@@ -848,7 +852,17 @@ _register_compositional()
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    app()
+    """The ``privpost`` console script: run the command, then exit; after a command that wrote
+    no file (``infer``), without the interpreter's teardown (:mod:`privpost._exit`)."""
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    from privpost._exit import finish
+
+    finish(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
