@@ -183,3 +183,46 @@ def test_ndtri_matches_scipy_and_a_wrong_coefficient_fails(monkeypatch):
     rel = np.abs(wrong[fin] - ref[fin]) / np.maximum(np.abs(ref[fin]), 1e-300)
     assert rel.max() > 1e-11
 
+
+
+def test_damcmc_infer_initialises_numba_without_scipy_linalg(regression_release):
+    """``privpost infer --method damcmc`` loads Numba's target (whose BLAS check imports
+    ``scipy.linalg.cython_blas``) but not the rest of ``scipy.linalg`` (privpost._blas_preload),
+    nor SciPy's other subpackages, ArviZ or pandas. Wrong variant: without the preload, the same
+    command imports ``scipy.linalg`` (so the check is not vacuous)."""
+    args = ("infer", str(regression_release), "--model", "linear-regression:p=2,sigma2=1",
+            "--draws", "20", "--warmup", "20", "--seed", "1", "--no-progress",
+            "--option", "cores=1")
+    mods = _modules_after(_cli(*args))
+    assert "numba.np.arraymath" in mods and "privpost.inference.damcmc" in mods
+    assert "scipy.linalg.cython_blas" in mods
+    assert sorted(m for m in mods if m.startswith("scipy.") and m.split(".")[1] not in
+                  ("_lib", "__config__", "_cyutility", "_distributor_init", "version")) == [
+        "scipy.linalg.cython_blas"]
+    assert _heavy(mods, ("arviz", "pandas", "matplotlib", "xarray")) == []
+    off = _modules_after("import privpost._blas_preload as b\n"
+                         "b.preload_cython_blas = lambda: False\n" + _cli(*args))
+    assert "scipy.linalg" in off and "scipy.linalg._decomp" in off
+
+
+def test_preloaded_cython_blas_still_serves_numba_linalg_and_scipy():
+    """After the preload, a Numba function using BLAS compiles and gives NumPy's answer,
+    and a later ``import scipy.linalg`` works with the same extension module."""
+    code = (
+        "import sys\nimport numpy as np\n"
+        "from privpost._blas_preload import preload_cython_blas\n"
+        "assert preload_cython_blas() is True\n"
+        "assert 'scipy.linalg' not in sys.modules\n"
+        "assert preload_cython_blas() is False   # once only\n"
+        "import numba\n"
+        "@numba.njit\n"
+        "def f(a, b):\n"
+        "    return np.dot(a, b)     # BLAS gemv, through cython_blas' function pointers\n"
+        "a = np.array([[4.0, 1.0], [1.0, 3.0]]); b = np.array([1.0, 2.0])\n"
+        "assert np.allclose(f(a, b), a @ b)\n"
+        "import scipy.linalg\n"
+        "from scipy.linalg import cython_blas\n"
+        "assert cython_blas is sys.modules['scipy.linalg.cython_blas']\n"
+        "assert np.allclose(scipy.linalg.cholesky(a, lower=True), np.linalg.cholesky(a))\n")
+    mods = _modules_after(code, timeout=300)
+    assert "scipy.linalg._decomp" in mods      # the normal scipy.linalg, imported at the end

@@ -587,6 +587,10 @@ def infer_cmd(
     if draws is not None:
         options["draws"] = draws
     options.update(_parse_options(option or []))
+    if method == "damcmc":   # Numba's BLAS check without importing all of scipy.linalg
+        from privpost._blas_preload import preload_cython_blas
+
+        preload_cython_blas()
     with warnings.catch_warnings():   # shown highlighted in the table (a note) instead
         warnings.simplefilter("ignore", ConvergenceWarning)
         post = infer(mdl, rel, method=method, **options)
@@ -610,6 +614,10 @@ def infer_cmd(
         for path_written in (output, predictive_plot):
             if path_written is not None:
                 out.print(f"wrote [bold]{path_written}[/]")
+    if output is None and predictive_plot is None:   # no file written: may exit quickly
+        from privpost._exit import allow
+
+        allow()
     if strict and post.converged is False:
         raise typer.Exit(code=3)
 
@@ -844,7 +852,17 @@ _register_compositional()
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    app()
+    """The ``privpost`` console script: run the command, then exit; after a command that wrote
+    no file (``infer``), without the interpreter's teardown (:mod:`privpost._exit`)."""
+    try:
+        app()
+    except SystemExit as exc:
+        code = exc.code
+    else:
+        code = 0
+    from privpost._exit import finish
+
+    finish(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

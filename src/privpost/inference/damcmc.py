@@ -835,8 +835,9 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     progress : bool
         Show a Rich progress bar (aggregated over chains and processes).
     cores : int or None
-        Worker processes (default: ``min(chains, os.cpu_count())``). ``1`` (or one chain) runs
-        in this process.
+        Chains run in parallel (default: ``min(chains, os.cpu_count())``): threads of this
+        process on the compiled driver (it releases the GIL), worker processes on the generic
+        path. ``1`` (or one chain) runs every chain in this thread.
     init : None, dict or list of dict
         ``None``: theta from the prior and records from the model (as the paper's code).
         A dict of parameter values, or ``{"params": ..., "records": (n, ...) array}`` (either
@@ -962,7 +963,7 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         if found is not None:
             inits = found
     workers = min(chains, cores if cores is not None else (os.cpu_count() or 1))
-    if workers > 1:
+    if workers > 1 and fast is None:
         try:
             pickle.dumps((model, release, proposal, inits))
         except Exception as exc:  # noqa: BLE001 - any pickling failure means "run here"
@@ -979,6 +980,13 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         plan.t0 = t0
     if workers == 1:
         results, interrupted = _run_here(problem, fast, rngs, inits, opts, total, progress, plan)
+    elif fast is not None:
+        # the compiled driver releases the GIL: the chains run in threads of this process, with
+        # no worker processes to start and feed (privpost.inference._threads)
+        from privpost.inference._threads import run_threads
+
+        results, interrupted = run_threads(problem, fast, rngs, inits, opts, total, progress,
+                                           plan, workers)
     else:
         results, interrupted = _run_pool(model, release, opts, rngs, inits, workers, total,
                                          progress, problem, fast, plan)
