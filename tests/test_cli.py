@@ -233,3 +233,28 @@ def test_release_reads_parquet(tmp_path):
     doc = json.loads(res.stdout)
     assert doc["n"] == 6 and len(doc["observed"]) == 3
     assert all(float(v).is_integer() for v in doc["observed"])
+
+
+def test_infer_leaves_warmup_and_chains_to_the_method(tmp_path, csv, monkeypatch):
+    """Without --warmup/--chains the method's own defaults apply (ops: 1 chain, since every chain
+    is one more released sample); given, they are passed through."""
+    import privpost.inference as inference
+
+    seen = []
+
+    def fake_infer(model, release, method, **options):
+        seen.append(options)
+        return real_infer(model, release, method=method, **options)
+
+    real_infer = inference.infer
+    monkeypatch.setattr(inference, "infer", fake_infer)
+    res, out = _release(tmp_path, csv)
+    assert res.exit_code == 0, res.output
+    args = ["infer", str(out), "--model", "beta-bernoulli:a=1,b=1", "--method", "naive",
+            "--no-progress", "--draws", "50", "--seed", "1"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "warmup" not in seen[-1] and "chains" not in seen[-1], seen[-1]
+    res = runner.invoke(app, args + ["--warmup", "7", "--chains", "2"])
+    assert res.exit_code == 0, res.output
+    assert seen[-1]["warmup"] == 7 and seen[-1]["chains"] == 2

@@ -551,8 +551,12 @@ def infer_cmd(
     draws: Optional[int] = typer.Option(None, min=1, help="Draws per chain. Default: damcmc runs "
                                         "until R-hat <= 1.01 and ESS >= 400 (or its budget, "
                                         "--option max_seconds=...); other methods 1000."),
-    warmup: int = typer.Option(1000, min=0),
-    chains: int = typer.Option(4, min=1),
+    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up iterations per chain. "
+                                         "Default: the method's own (1000 for damcmc and "
+                                         "gibbs-ss; the HMM samplers' are in docs/hmm.md)."),
+    chains: Optional[int] = typer.Option(None, min=1, help="Chains. Default: the method's own "
+                                         "(4; 1 for ops, whose every chain is one more "
+                                         "released sample)."),
     seed: Optional[int] = typer.Option(None),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="netCDF file for the "
                                           "posterior (ArviZ format)."),
@@ -579,13 +583,16 @@ def infer_cmd(
 
     _check_infer_options(level, output, seed)
     if "," in method:       # several methods: the comparison table
+        warmup = 1000 if warmup is None else warmup
+        chains = 4 if chains is None else chains
         return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
                             option, as_json, None)
     rel = _load_release_or_set(path)
     mdl, inferred = _model_for(model, rel, quiet=as_json)
-    options = dict(warmup=warmup, chains=chains, seed=seed, progress=progress and not as_json)
-    if draws is not None:
-        options["draws"] = draws
+    options = dict(seed=seed, progress=progress and not as_json)
+    for key, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
+        if value is not None:         # else the method's own default
+            options[key] = value
     options.update(_parse_options(option or []))
     if method == "damcmc":   # Numba's BLAS check without importing all of scipy.linalg
         from privpost._blas_preload import preload_cython_blas
