@@ -875,6 +875,7 @@ def dirichlet(model):
                 for j in range(D):
                     out[r, j] = max(out[r, j] / s, _TINY)
 
-        return update, simulate, D
+        from privpost.models._compiled_dirichlet_move import dirichlet_move
+        return update, simulate, D, dirichlet_move(D, v, w)   # + the compiled non-centred move
 
     return _cached(("dirichlet", D, v.tobytes(), w.tobytes(), width, msteps, steps), build)
