@@ -760,7 +760,8 @@ def _dir_logf(x, n, a0_rest, Tj, vj, wj):
 
 
 def dirichlet(model):
-    """Univariate slice sampler (independent Gamma prior only; ``None`` otherwise)."""
+    """Univariate slice sampler (independent Gamma prior only; ``None`` otherwise) and the
+    compiled non-centred move (:mod:`privpost.models._compiled_dirichlet_move`)."""
     if model.prior_corr is not None or model.slice_method != "univariate":
         return None
     D = int(model.parts)
