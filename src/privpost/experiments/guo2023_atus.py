@@ -458,8 +458,9 @@ STUDY_UNCONVERGED = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0,
 # The converged re-run (EXPERIMENTS.md §8.4, "converged chains"): the DP chains (DPMCMCp1, and
 # the D1 chains of DPABCp5's prior p5) run until split R-hat <= 1.01 and bulk/tail ESS >= 400
 # (damcmc's default), with the compiled Dirichlet non-centred move (two per iteration: each
-# costs ~25x a record sweep at n = 3528, and two gave the best ESS/s of 1, 2 and 4 on an ATUS
-# release, benchmarks/README.md) and 500 warm-up iterations, each call
+# costs ~25x a record sweep at n = 3528; two beat one per second in a first comparison, four beat
+# both in a second -- single-chain ESS at these lengths is noisy, benchmarks/README.md) and 500
+# warm-up iterations, each call
 # within ``dp_max_seconds`` (the row reports the runs that stopped on it). DPreMCMCp4 keeps its
 # fixed draws (no non-centred move exists for the weighted model (5) with a proposal).
 STUDY = dict(STUDY_UNCONVERGED, dp_warmup=500, dp_draws="until", dp_interweave=2,
