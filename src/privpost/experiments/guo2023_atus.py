@@ -101,18 +101,37 @@ def _run_method(name, model, rel_nosplit, rel_split, s, seed):
         if name == "DPBoots":
             return pp.infer(model, rel_nosplit, method="dpboots", draws=s["boot_draws"], seed=seed)
         if name == "DPMCMCp1":
-            return pp.infer(model, rel_nosplit, method="dpmcmc", prior="p1", draws=s["draws"],
+            return pp.infer(model, rel_nosplit, method="dpmcmc", prior="p1",
                             warmup=s.get("dp_warmup", s["warmup"]), chains=s["chains"],
-                            seed=seed, progress=False, cores=1)
+                            seed=seed, progress=False, cores=1, **_dp_chain_options(s))
         if name == "DPreMCMCp4":
             return pp.infer(model, rel_split, method="dpremcmc", prior="p4", b=5,
-                            draws=s["draws"], warmup=s.get("dp_warmup", s["warmup"]),
+                            draws=s["draws"],
+                            warmup=s.get("remcmc_warmup", s.get("dp_warmup", s["warmup"])),
                             chains=s["chains"], seed=seed, progress=False, cores=1,
                             prior_draws=s["prior_draws"])
         if name == "DPABCp5":
+            p5 = None
+            if "dp_draws" in s:   # the p5 chains on D1 as DPMCMCp1's (4 chains, 500 warm-up)
+                p5 = dict(warmup=min(500, s.get("dp_warmup", s["warmup"])),
+                          **_dp_chain_options(s))
             return pp.infer(model, rel_split, method="dpabc", prior="p5", draws=s["abc_draws"],
-                            seed=seed, prior_draws=s["prior_draws"])
+                            seed=seed, prior_draws=s["prior_draws"], p5_options=p5)
     raise ValueError(name)
+
+
+def _dp_chain_options(s: dict) -> dict:
+    """damcmc options of the DP chains: ``dp_draws`` (``"until"``: run until converged, split
+    R-hat <= 1.01 and ESS >= 400, within ``dp_max_seconds`` per call), ``dp_interweave``
+    (non-centred moves per iteration); without ``dp_draws`` the old fixed ``draws``."""
+    if "dp_draws" not in s:
+        return {"draws": s["draws"]}
+    until = s["dp_draws"] == "until"
+    out = {"draws": None if until else s["dp_draws"], "interweave": s.get("dp_interweave", "auto")}
+    if until:
+        out["max_seconds"] = s.get("dp_max_seconds")
+        out["max_draws"] = s.get("dp_max_draws", 50_000)
+    return out
 
 
 # ------------------------------------------------------------------------- cached unit runs
@@ -157,6 +176,24 @@ def _max_rhat(post) -> float:
     return float(max(rhat(sh[..., j]) for j in range(sh.shape[-1])))
 
 
+def _chain_diagnostics(post) -> dict:
+    """Max split R-hat and min bulk/tail ESS over alpha_1..alpha_D and alpha_0 of a DPMCMC
+    posterior, or of DPABCp5's p5 chains (``chain_stats``); ``{}`` for DPBoots."""
+    from privpost.diagnostics import ess_bulk, ess_tail, rhat
+
+    cs = getattr(post, "chain_stats", None) or {}
+    if "prior_r_hat" in cs:
+        return {"r_hat": float(np.asarray(cs["prior_r_hat"]).max()),
+                "ess": float(np.asarray(cs["prior_ess"]).min()), "draws_per_chain": None}
+    a = np.asarray(post.draws["alpha"])
+    if a.ndim != 3 or post.method == "dpboots":
+        return {}
+    cols = [a[..., j] for j in range(a.shape[-1])] + [a.sum(axis=-1)]
+    return {"r_hat": float(max(rhat(c) for c in cols)),
+            "ess": float(min(min(ess_bulk(c), ess_tail(c)) for c in cols)),
+            "draws_per_chain": int(a.shape[1])}
+
+
 def _runs_for(s: dict, method: str) -> int:
     return int(s.get("method_runs", {}).get(method, s["runs"]))
 
@@ -177,7 +214,7 @@ def dp_unit(ctx, data, method: str, r: int) -> dict:
     s, eps, model = ctx.settings, float(ctx.settings["epsilon"]), Dirichlet(3)
     split = 0.25 if method in ("DPreMCMCp4", "DPABCp5") else None
     t0 = time.perf_counter()
-    shares, out = {}, {"means": {}, "threshold": {}, "rhat": {}}
+    shares, out = {}, {"means": {}, "threshold": {}, "rhat": {}, "chains": {}}
     for gi, g in enumerate(("F", "M")):
         rng = _unit_rng(ctx.seed, _TAG[method], r, gi)
         rel = dpss_release(data[g], 0.25 * eps, 0.75 * eps, split=split, seed=rng)
@@ -186,6 +223,7 @@ def dp_unit(ctx, data, method: str, r: int) -> dict:
         out["means"][g] = shares[g].mean(0).tolist()
         out["threshold"][g] = parse_dpss(rel).threshold
         out["rhat"][g] = _max_rhat(post)
+        out["chains"][g] = _chain_diagnostics(post)
     rej, p0 = _decide(shares["F"], shares["M"], method != "DPBoots",
                       _unit_rng(ctx.seed, _TAG[method], r, 9))
     out.update(reject=rej.tolist(), p0=p0.tolist(), seconds=time.perf_counter() - t0)
@@ -247,7 +285,8 @@ def scan_unit(ctx, data, share: float, e: float, r: int) -> list:
 
 # settings that change what a unit computes (run counts and the scan grid do not)
 _UNIT_KEYS = ("epsilon", "draws", "warmup", "dp_warmup", "chains", "boot_draws", "abc_draws",
-              "prior_draws")
+              "prior_draws", "dp_draws", "dp_interweave", "dp_max_seconds", "dp_max_draws",
+              "remcmc_warmup")
 
 
 def _check_settings(ctx) -> None:
@@ -285,6 +324,18 @@ def compute_atus(ctx, methods=DP_METHODS, scan: bool = True) -> None:
                 for e in s["eps_scan"]:
                     scan_unit(ctx, data, share, e, r)
             say(f"[guo2023-atus] scan run {r + 1}/{s['scan_runs']} done", flush=True)
+
+
+def _convergence_info(us) -> str:
+    """'; chains (alpha, alpha0): max R-hat .., min ESS ..; k of R runs converged' or ''."""
+    ds = [d for u in us for d in u.get("chains", {}).values() if d]
+    if not ds:
+        return ""
+    ok = sum(all(d and d["r_hat"] <= 1.01 and d["ess"] >= 400 for d in u["chains"].values())
+             for u in us)
+    return (f"; chains (alpha, alpha0): max R-hat {max(d['r_hat'] for d in ds):.3f}, min ESS "
+            f"{min(d['ess'] for d in ds):.0f}, median ESS {np.median([d['ess'] for d in ds]):.0f};"
+            f" {ok} of {len(us)} runs with R-hat <= 1.01 and ESS >= 400 in both groups")
 
 
 def _se(p: np.ndarray, R: int) -> np.ndarray:
@@ -341,7 +392,8 @@ def atus_report(ctx, methods=DP_METHODS):
             rh = [v for u in us for v in u["rhat"].values() if v == v]
             th = sorted({t for u in us for t in u["threshold"].values()})
             info.append(f"{k}: {R} runs, {sec:.1f} s per run (both groups), thresholds a {th}"
-                        + (f", max R-hat of the shares {max(rh):.3f}" if rh else ""))
+                        + (f", max R-hat of the shares {max(rh):.3f}" if rh else "")
+                        + _convergence_info(us))
     header = ["method", "group", "runs"]
     for a in SHORT:
         header += [f"{a} mean", f"{a} frac", f"{a} P(H0)"]
@@ -401,10 +453,21 @@ def run_atus(ctx):
 # (2 chains x 500 for the MCMCs, after 2000 warm-up iterations for the DP ones: with 500 the
 # DPMCMCp1 chains had not forgotten their start, R-hat up to 3), 10,000 ABC proposals; runs per
 # method chosen to fit the machine (``method_runs``).
-STUDY = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0),
-         "scan_shares": (0.75, 0.25), "runs": 100, "draws": 500, "warmup": 500,
-         "dp_warmup": 2000, "chains": 2,
-         "boot_draws": 1000, "abc_draws": 1000, "prior_draws": 2000, "scan_runs": 20}
+STUDY_UNCONVERGED = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0),
+                     "scan_shares": (0.75, 0.25), "runs": 100, "draws": 500, "warmup": 500,
+                     "dp_warmup": 2000, "chains": 2, "boot_draws": 1000, "abc_draws": 1000,
+                     "prior_draws": 2000, "scan_runs": 20}
+# The converged re-run (EXPERIMENTS.md §8.4, "converged chains"): the DP chains (DPMCMCp1, and
+# the D1 chains of DPABCp5's prior p5) run until split R-hat <= 1.01 and bulk/tail ESS >= 400
+# (damcmc's default), with the compiled Dirichlet non-centred move (two per iteration: each
+# costs ~25x a record sweep at n = 3528; two beat one per second in a first comparison, four beat
+# both in a second -- single-chain ESS at these lengths is noisy, benchmarks/README.md) and 500
+# warm-up iterations, each call
+# within ``dp_max_seconds`` (the row reports the runs that stopped on it). DPreMCMCp4 keeps its
+# fixed draws and 2000 warm-up iterations (no non-centred move exists for the weighted model (5)
+# with a proposal).
+STUDY = dict(STUDY_UNCONVERGED, dp_warmup=500, dp_draws="until", dp_interweave=2,
+             dp_max_seconds=600.0, dp_max_draws=50_000, remcmc_warmup=2000)
 
 
 def main(argv=None) -> None:
@@ -423,8 +486,13 @@ def main(argv=None) -> None:
     ap.add_argument("--no-scan", action="store_true")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--seed", type=int, default=2023)
+    ap.add_argument("--dp-max-seconds", type=float, default=STUDY["dp_max_seconds"],
+                    help="wall-time budget of each DP chain set run until converged")
+    ap.add_argument("--unconverged", action="store_true",
+                    help="the first study's fixed 2 x 500 draws (STUDY_UNCONVERGED)")
     a = ap.parse_args(argv)
-    s = dict(STUDY, scan_runs=a.scan_runs, method_runs={})
+    base = STUDY_UNCONVERGED if a.unconverged else dict(STUDY, dp_max_seconds=a.dp_max_seconds)
+    s = dict(base, scan_runs=a.scan_runs, method_runs={})
     for item in a.runs:
         k, _, v = item.partition("=")
         if k not in DP_METHODS or not v.isdigit():

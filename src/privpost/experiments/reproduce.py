@@ -916,6 +916,8 @@ def _guo2023_atus(ctx: _Ctx) -> ReproductionReport:
     return run_atus(ctx)
 
 
+from privpost.experiments.guo2023_atus import STUDY as _ATUS_STUDY  # noqa: E402
+
 _ATUS_COMMON = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0),
                 "scan_shares": (0.25, 0.75)}
 REPRODUCTIONS["guo2023-atus"] = Reproduction(
@@ -923,8 +925,9 @@ REPRODUCTIONS["guo2023-atus"] = Reproduction(
     "seed 002", ("boots", "nonprivate", "dpboots", "dpmcmc", "dpremcmc", "dpabc"),
     {"quick": {**_ATUS_COMMON, "runs": 3, "draws": 500, "warmup": 500, "chains": 2,
                "boot_draws": 300, "abc_draws": 200, "prior_draws": 400, "scan_runs": 2},
-     "full": {**_ATUS_COMMON, "runs": 100, "draws": 1000, "warmup": 1000, "chains": 4,
-              "boot_draws": 1000, "abc_draws": 1000, "prior_draws": 2000, "scan_runs": 20}},
+     # --full = the study of EXPERIMENTS.md §8.4 (guo2023_atus.STUDY: DP chains run until
+     # converged with the compiled non-centred move; 1000 bootstrap / ABC draws)
+     "full": _ATUS_STUDY},
     _guo2023_atus, 2023)
 
 

@@ -438,7 +438,7 @@ class _UnweightedProposal(DirichletProposal):
 # ----------------------------------------------------------------------------------- DPABC
 def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: int = 1,
               proposals_per_draw: int = 10, seed=None, progress: bool = False, warmup=None,
-              prior_draws: int = 2000, **options):
+              prior_draws: int = 2000, p5_options: dict | None = None, **options):
     """Rejection ABC (Tavare et al. 1997) with tolerance at the 10% distance quantile.
 
     ``R = proposals_per_draw * draws`` proposals ``alpha_r ~ prior``; for each, ``N``
@@ -447,7 +447,9 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
     the ``draws`` closest are kept -- acceptance exactly ``1/proposals_per_draw``
     (10% by default, Pritchard et al. 1999). ``chains`` and ``warmup`` are accepted (CLI
     defaults) and ignored: the accepted draws form one "chain". ``progress``: a report on stderr
-    every 10% of the simulations.
+    every 10% of the simulations. ``p5_options``: options of the D1 DPMCMC chains that build
+    prior p5 (:func:`privpost.inference.damcmc.run`; e.g. ``{"draws": None}`` runs them until
+    converged); their diagnostics go to ``chain_stats`` ``prior_r_hat`` / ``prior_ess``.
     """
     from privpost.inference.compositional_priors import build_prior
 
@@ -455,7 +457,7 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
     _ints(draws=draws, chains=chains, proposals_per_draw=proposals_per_draw)
     dpss, rel, notes = _setup("dpabc", model, release, prior)
     rng = as_generator(seed)
-    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws)
+    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws, p5_options=p5_options)
     chains = 1
     keep = draws
     R = proposals_per_draw * keep
@@ -481,4 +483,7 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
                           notes, exact=False,
                           chain_stats={"tolerance": np.full(chains, tol),
                                        "proposals": np.full(chains, R // chains)})
+    if spec.diagnostics is not None:
+        post.chain_stats["prior_r_hat"] = np.full(chains, spec.diagnostics["r_hat"])
+        post.chain_stats["prior_ess"] = np.full(chains, spec.diagnostics["ess"])
     return post

@@ -36,6 +36,9 @@ class PriorSpec:
     model: object = None
     draws: np.ndarray | None = None
     notes: list = field(default_factory=list)
+    #: p5: ``{"r_hat": max split R-hat, "ess": min bulk/tail ESS}`` over the alpha entries of
+    #: the D1 chains (``None`` for the other priors)
+    diagnostics: dict | None = None
 
     def sample(self, size: int, rng) -> np.ndarray:
         """``(size, D)`` prior draws."""
@@ -104,9 +107,15 @@ def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
         opts.update(p5_options or {})
         post = dpmcmc_posterior(model, s1, seed=rng, **opts)
         draws = post.draws["alpha"].reshape(-1, model.parts)
-        return PriorSpec("p5", draws=draws, notes=[
+        from privpost.diagnostics import summarise
+
+        rows = summarise({"alpha": post.draws["alpha"]}, cheap=True).values()
+        diag = {"r_hat": max(r["r_hat"] for r in rows),
+                "ess": min(min(r["ess_bulk"], r["ess_tail"]) for r in rows)}
+        return PriorSpec("p5", draws=draws, diagnostics=diag, notes=[
             f"prior p5: {draws.shape[0]} DPMCMCp1 draws of the DP posterior given the D1 release "
-            f"(n1 = {dpss.n1}), resampled with replacement"])
+            f"(n1 = {dpss.n1}), resampled with replacement; its chains: max split R-hat "
+            f"{diag['r_hat']:.3f}, min bulk/tail ESS {diag['ess']:.0f}"])
     boot, nfail = dpboots_draws(s1.observed, s1.mechanism.scale, dpss.threshold, s1.n,
                                 prior_draws, rng)
     notes = []

@@ -765,7 +765,8 @@ def _dir_logf(x, n, a0_rest, Tj, vj, wj):
 
 
 def dirichlet(model):
-    """Univariate slice sampler (independent Gamma prior only; ``None`` otherwise)."""
+    """Univariate slice sampler (independent Gamma prior only; ``None`` otherwise) and the
+    compiled non-centred move (:mod:`privpost.models._compiled_dirichlet_move`)."""
     if model.prior_corr is not None or model.slice_method != "univariate":
         return None
     D = int(model.parts)
@@ -880,6 +881,7 @@ def dirichlet(model):
                 for j in range(D):
                     out[r, j] = max(out[r, j] / s, _TINY)
 
-        return update, simulate, D
+        from privpost.models._compiled_dirichlet_move import dirichlet_move
+        return update, simulate, D, dirichlet_move(D, v, w)   # + the compiled non-centred move
 
     return _cached(("dirichlet", D, v.tobytes(), w.tobytes(), width, msteps, steps), build)

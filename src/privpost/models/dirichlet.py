@@ -377,7 +377,8 @@ class Dirichlet(Model):
 
     def compiled_model(self):
         """Numba update/simulate for compiled DA-MCMC (univariate slice sampler with the
-        independent Gamma prior; ``None`` for the copula prior or ``slice_method="hyperrect"``)."""
+        independent Gamma prior; ``None`` for the copula prior or ``slice_method="hyperrect"``),
+        with the non-centred move above compiled (models/_compiled_dirichlet_move.py)."""
         from privpost.models import _compiled
         return _compiled.dirichlet(self)
 

@@ -1,0 +1,172 @@
+"""The Dirichlet non-centred move compiled for the DA-MCMC driver
+(models/_compiled_dirichlet_move.py) and CensoredLogMean's compiled contribution.
+
+* the compiled functions evaluate the NumPy move's numbers (same Generator calls, SciPy's own
+  special functions), including the tails (tiny and huge alpha_j): same innovations, same
+  records, and so the same chain as the NumPy move for the same seed;
+* exactness: one censored Beta record (D = 2) against quadrature on a log-alpha grid
+  (tests/_compositional_exact.py, as tests/test_damcmc_more_interweave.py does for the NumPy
+  move), |z| < 4 MCSE; the walk without its Jacobian (compiled and Python both) must fail;
+* a compiled log_target that disagrees with the Python log_prior is refused up front.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba import njit
+
+from privpost.errors import IncompatibleError
+from privpost.inference._damcmc_fast import resolve_fast_path
+from privpost.inference.damcmc import _Problem, run
+from privpost.mechanisms import Laplace
+from privpost.models import Dirichlet
+from privpost.queries import CensoredLogMean
+from privpost.release import Release
+
+from test_damcmc import K_MCSE, z_mean, z_sd
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _compositional_exact import (alpha_grid, censored_n1_loglik, log_gamma_prior)  # noqa: E402
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+SHAPE, RATE = 2.0, 1.0
+S_OBS, CUT, LAM = np.array([-1.5, -0.2]), 0.3, 0.3   # as tests/test_damcmc_more_interweave.py
+
+
+def _n1_release():
+    q = CensoredLogMean(2, CUT, 1)
+    return Release(q, Laplace(scale=LAM).calibrate(q.sensitivity()), 1, S_OBS)
+
+
+@pytest.fixture(scope="module")
+def exact():
+    """Posterior mean and sd of alpha_1, alpha_2 (quadrature on a log-alpha grid)."""
+    A1, A2, _ = alpha_grid()
+    ll = censored_n1_loglik(S_OBS, CUT, LAM, A1, A2, True)
+    lp = (ll + log_gamma_prior(A1, SHAPE, RATE) + log_gamma_prior(A2, SHAPE, RATE)
+          + np.log(A1) + np.log(A2))
+    w = np.exp(lp - lp.max())
+    w /= w.sum()
+    mean = np.array([(w * A1).sum(), (w * A2).sum()])
+    sd = np.sqrt(np.array([(w * A1 ** 2).sum(), (w * A2 ** 2).sum()]) - mean ** 2)
+    return mean, sd
+
+
+def _without_jacobian(model):
+    """``model.compiled_model()`` with the compiled log target missing its Jacobian."""
+    cm = Dirichlet.compiled_model(model)
+    v, w = model.prior_shape.copy(), model.prior_rate.copy()
+
+    @njit
+    def no_jacobian(theta):   # Gamma log prior only: sum_j (v_j - 1) log a_j - w_j a_j
+        out = 0.0
+        for j in range(v.shape[0]):
+            if not 0.0 < theta[j] < np.inf:
+                return -np.inf
+            out += (v[j] - 1.0) * math.log(theta[j]) - w[j] * theta[j]
+        return out
+
+    return cm._replace(interweave=cm.interweave._replace(log_target=no_jacobian))
+
+
+class _NoJacobian(Dirichlet):
+    """Deliberately wrong (both paths): the log-alpha walk without the Jacobian prod alpha_j."""
+
+    def interweave_log_jacobian(self, params):
+        return 0.0
+
+    def compiled_model(self):
+        return _without_jacobian(self)
+
+
+class _CompiledOnlyWrong(Dirichlet):
+    """The compiled move without the Jacobian, the Python one with it: caught up front."""
+
+    def compiled_model(self):
+        return _without_jacobian(self)
+
+
+def test_compiled_functions_equal_the_numpy_move_in_the_tails():
+    m = Dirichlet(3)
+    civ = m.compiled_model().interweave
+    for a in ([0.02, 0.5, 3.0], [2.0, 5.0, 10.0], [800.0, 2500.0, 0.05], [0.3, 0.2, 0.1]):
+        th = {"alpha": np.array(a)}
+        x = m.simulate(th, 500, np.random.default_rng(1))
+        want = m.innovations(th, x, np.random.default_rng(2))
+        u = np.zeros_like(x)
+        civ.innovations(np.array(a), np.ascontiguousarray(x), u, np.random.default_rng(2))
+        np.testing.assert_allclose(u, want, rtol=1e-12, atol=0)
+        back = np.zeros_like(x)
+        civ.from_innovations(np.array(a), u, back)
+        np.testing.assert_allclose(np.log(back), np.log(x), rtol=0, atol=1e-9)
+        moved = np.array(a) * np.exp([0.05, -0.03, 0.02])
+        civ.from_innovations(moved, u, back)
+        np.testing.assert_allclose(back, m.from_innovations({"alpha": moved}, u),
+                                   rtol=1e-12, atol=0)
+        v = np.zeros(3)
+        civ.to_free(np.array(a), v)
+        np.testing.assert_allclose(v, np.log(a), rtol=1e-15)
+        out = np.zeros(3)
+        civ.from_free(np.array(a), v, out)
+        np.testing.assert_allclose(out, a, rtol=1e-14)
+        # log_target differences = log prior + Jacobian differences of the Python model
+        d_py = (m.log_prior({"alpha": moved}) + m.interweave_log_jacobian({"alpha": moved})
+                - m.log_prior(th) - m.interweave_log_jacobian(th))
+        assert civ.log_target(moved) - civ.log_target(np.array(a)) == pytest.approx(d_py,
+                                                                                    rel=1e-10)
+    assert civ.log_target(np.array([1.0, -1.0, 1.0])) == -np.inf
+    assert civ.log_target(np.array([1.0, np.inf, 1.0])) == -np.inf
+
+
+def test_censored_log_mean_compiled_contribution_equals_t():
+    q = CensoredLogMean(3, 0.01, 50)
+    x = np.array([[0.005, 0.2, 0.795], [0.01, 0.49, 0.5], [1.0 + 1e-7, 1e-9, 0.0]])
+    out = np.zeros((3, 3))
+    q.compiled_t()(x, out)
+    np.testing.assert_allclose(out, q.t(x, check=False), rtol=1e-13, atol=0)
+    assert out[0, 0] == out[1, 0] == math.log(0.01) / 50 and out[2, 0] == 0.0
+    assert q.compiled_t() is CensoredLogMean(3, 0.01, 50).compiled_t()   # cached per parameters
+
+
+def test_compiled_move_gives_the_numpy_chain():
+    rng = np.random.default_rng(0)
+    m = Dirichlet(3)
+    x = m.simulate({"alpha": np.array([2.0, 0.5, 4.0])}, 40, rng)
+    q = CensoredLogMean(3, 1e-3, 40)
+    rel = Release(q, Laplace(scale=0.3).calibrate(q.sensitivity()), 40,
+                  q.t(x).sum(0) + rng.laplace(0, 0.3, 3))
+    kw = dict(draws=150, warmup=100, chains=1, seed=2, progress=False, cores=1, interweave=2)
+    a = run(m, rel, fast_path=False, **kw)
+    b = run(m, rel, fast_path=True, **kw)
+    assert "compiled chain driver" in b.notes[1] and "NumPy" in a.notes[1]
+    np.testing.assert_allclose(a.draws["alpha"], b.draws["alpha"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(a.chain_stats["interweave_accept_rate"],
+                                  b.chain_stats["interweave_accept_rate"])
+    assert 0.05 < float(b.chain_stats["interweave_accept_rate"][0]) < 0.95
+
+
+def test_wrong_compiled_log_target_is_refused():
+    p = _Problem(_CompiledOnlyWrong(2, prior_shape=SHAPE, prior_rate=RATE), _n1_release(),
+                 interweave=1)
+    with pytest.raises(IncompatibleError, match="log_target"):
+        resolve_fast_path(p, True)
+
+
+@pytest.mark.parametrize("cls,ok", [(Dirichlet, True), (_NoJacobian, False)])
+def test_compiled_move_is_exact_and_missing_jacobian_fails(exact, cls, ok):
+    mean, sd = exact
+    post = run(cls(2, prior_shape=SHAPE, prior_rate=RATE), _n1_release(),
+               draws=1500 if ok else 500, warmup=300, chains=4, seed=8, cores=1,
+               progress=False, interweave=2 if ok else 3, fast_path=True)
+    assert "compiled chain driver" in post.notes[1]
+    a = post.draws["alpha"]
+    z = [(z_mean(a[..., j], mean[j]), z_sd(a[..., j], sd[j])) for j in range(2)]
+    worst = max(max(abs(x), abs(y)) for x, y in z)
+    assert (worst < K_MCSE) if ok else (worst > K_MCSE), z
