@@ -182,18 +182,55 @@ def run_boots(model, release=None, *, records=None, draws: int = 1000, chains: i
 
 
 # ----------------------------------------------------------------------------------- DPMCMC
-def _init_from(rel):
-    a = dirichlet_mle(np.asarray(rel.observed))
-    return {"alpha": a} if np.all(np.isfinite(a)) else None
+#: the note of a run started by :func:`_init_from`
+INIT_NOTE = ("start: chain c at the Dirichlet MLE of the release's statistic re-noised with "
+             "fresh mechanism noise (dispersed starts; the observed statistic's MLE where the "
+             "re-noised one has none)")
+
+
+def _init_from(rel, opts: dict):
+    """One start per chain: ``alpha_c = MLE(s_L + fresh Laplace noise)``, so the starts spread
+    about as much as the statistic is uncertain and split R-hat can see chains that settle in
+    different places (one shared start hid that; issue 10). ``None`` when even the observed
+    statistic has no MLE (damcmc's own start then applies). ``opts``: damcmc's options (reads
+    ``chains``, ``seed``; the start's generator is drawn from ``seed``'s)."""
+    import inspect
+
+    from privpost.inference import damcmc
+
+    chains = opts.get("chains", inspect.signature(damcmc.run).parameters["chains"].default)
+    observed = np.asarray(rel.observed, dtype=np.float64)
+    a_obs = dirichlet_mle(observed)
+    if not np.all(np.isfinite(a_obs)):
+        return None
+    seed = opts.get("seed")
+    rng = as_generator(seed)
+    if seed is None or isinstance(seed, (int, np.integer)):
+        opts["seed"] = rng                      # one stream: the starts, then the chains
+    start_rng = np.random.default_rng(rng.integers(2 ** 63))
+    inits = []
+    for _ in range(int(chains)):
+        try:
+            s = np.asarray(rel.mechanism.sample(observed, seed=start_rng), dtype=np.float64)
+            a = dirichlet_mle(s.reshape(observed.shape))
+        except Exception:  # noqa: BLE001 - a start is a heuristic: fall back to the observed MLE
+            a = a_obs
+        inits.append({"alpha": a if np.all(np.isfinite(a)) else a_obs})
+    return inits
 
 
 def dpmcmc_posterior(model, rel, **opts):
-    """``damcmc`` on one CensoredLogMean release, started at MLE(s_L) when it exists."""
+    """``damcmc`` on one CensoredLogMean release, each chain started at the MLE of a re-noised
+    s_L (:func:`_init_from`) when the observed s_L has an MLE."""
     from privpost.inference import damcmc
 
-    if opts.get("init") is None:
-        opts["init"] = _init_from(rel)
-    return damcmc.run(model, rel, **opts)
+    dispersed = opts.get("init") is None
+    if dispersed:
+        opts["init"] = _init_from(rel, opts)
+    post = damcmc.run(model, rel, **opts)
+    if dispersed and opts["init"] is not None:
+        post.notes.append(INIT_NOTE)
+    return post
 
 
 def run_dpmcmc(model, release, *, prior: str = "p1", seed=None, prior_draws: int = 2000,
@@ -321,12 +358,15 @@ def dpremcmc_posterior(model, rel, b: int, *, support: str = "uncensored",
     a = float(rel.query.threshold)
     floor = a if (support == "uncensored" and w > 1) else 0.0
     opts = dict(opts)
-    if opts.get("init") is None:
-        opts["init"] = _init_from(rel)
+    dispersed = opts.get("init") is None
+    if dispersed:
+        opts["init"] = _init_from(rel, opts)
     opts.setdefault("fast_path", False)
     proposal = DirichletProposal() if weight_term else _UnweightedProposal(w)
     post = damcmc.run(weighted_model(model, w, floor), pseudo_release(rel, b),
                       proposal=proposal, **opts)
+    if dispersed and opts["init"] is not None:
+        post.notes.append(INIT_NOTE)
     return post, w, floor
 
 
