@@ -57,7 +57,7 @@ def run_threads(problem, fast, rngs, inits, opts, total, progress, plan, workers
     (list of (chain, result dict, max drift), bool)
         As ``damcmc._run_here``: each chain's results, and whether Ctrl-C stopped the run.
     """
-    from privpost.inference.damcmc import _make_chains, _Progress, _round_robin
+    from privpost.inference.damcmc import _make_chains, _next_round, _Progress, _round_robin
 
     chains = _make_chains(problem, fast, list(range(len(rngs))), rngs, inits, opts["draws"],
                           opts["warmup"], opts["thin"])
@@ -98,14 +98,8 @@ def run_threads(problem, fast, rngs, inits, opts, total, progress, plan, workers
                 bar.update(sum(done))
                 if errors:
                     raise errors[0]
-                if plan is None:
+                if not _next_round(plan, chains, problem.names, bar):
                     break
-                extra = plan.decide([ch.result() for ch in chains], problem.names)
-                if extra <= 0:
-                    break
-                for ch in chains:
-                    ch.extend(extra)
-                bar.next_round(sum(ch.total for ch in chains), plan.worst)
         except KeyboardInterrupt:
             interrupted = True
             stop.set()

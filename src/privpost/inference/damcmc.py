@@ -1030,17 +1030,26 @@ def _run_here(problem, fast, rngs, inits, opts, total, progress, plan=None):
         try:
             while True:
                 _round_robin(chains, report, stop)
-                if plan is None:
+                if not _next_round(plan, chains, problem.names, bar):
                     break
-                extra = plan.decide([ch.result() for ch in chains], problem.names)
-                if extra <= 0:
-                    break
-                for ch in chains:
-                    ch.extend(extra)
-                bar.next_round(sum(ch.total for ch in chains), plan.worst)
         except KeyboardInterrupt:
             interrupted = True
     return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains], interrupted
+
+
+def _next_round(plan, chains, names, bar) -> bool:
+    """After a round of ``chains`` (all in this process): with a run-until-converged ``plan``,
+    decide from every chain's draws; if more are needed extend each chain, move the progress
+    bar to the new round and return True. False: the run is over (no plan, or it stops)."""
+    if plan is None:
+        return False
+    extra = plan.decide([ch.result() for ch in chains], names)
+    if extra <= 0:
+        return False
+    for ch in chains:
+        ch.extend(extra)
+    bar.next_round(sum(ch.total for ch in chains), plan.worst)
+    return True
 
 
 def _run_pool(model, release, opts, rngs, inits, workers, total, progress, problem, fast,
