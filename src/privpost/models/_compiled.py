@@ -73,6 +73,45 @@ def _two_from_free(theta, v, out):
     out[1] = v[1]
 
 
+# ---- a probability vector theta[:k] moved in additive log-ratio coordinates -----------------
+@njit(cache=True, nogil=True)
+def _alr_to_free(theta, v, k):
+    """``v[j] = log(theta_j / theta_{k-1})``, ``j < k - 1``."""
+    last = math.log(theta[k - 1]) if theta[k - 1] > 0 else -np.inf
+    for j in range(k - 1):
+        lj = math.log(theta[j]) if theta[j] > 0 else -np.inf
+        v[j] = lj - last
+
+
+@njit(cache=True, nogil=True)
+def _alr_from_free(v, out, k):
+    """``out[:k]`` = the probability vector with log-ratios ``v`` (max-shifted softmax)."""
+    mx = 0.0
+    for j in range(k - 1):
+        if v[j] > mx:
+            mx = v[j]
+    s = 0.0
+    for j in range(k - 1):
+        out[j] = math.exp(v[j] - mx)
+        s += out[j]
+    out[k - 1] = math.exp(-mx)
+    s += out[k - 1]
+    for j in range(k):
+        out[j] /= s
+
+
+@njit(cache=True, nogil=True)
+def _dirichlet_alr_log_target(theta, alpha, k):
+    """Dirichlet(alpha) log density of ``theta[:k]`` plus the log-Jacobian ``sum_j log theta_j``
+    of the log-ratio coordinates: ``sum_j alpha_j log theta_j`` (``-inf`` off the simplex)."""
+    out = 0.0
+    for j in range(k):
+        if not theta[j] > 0:
+            return -np.inf
+        out += alpha[j] * math.log(theta[j])
+    return out
+
+
 def _colsum(records):
     s = 0.0
     for i in range(records.shape[0]):
@@ -476,35 +515,16 @@ def dirichlet_categorical(alpha: np.ndarray):
 
         @njit(cache=True, nogil=True)
         def to_free(theta, v):
-            last = math.log(theta[k - 1]) if theta[k - 1] > 0 else -np.inf
-            for j in range(k - 1):
-                lj = math.log(theta[j]) if theta[j] > 0 else -np.inf
-                v[j] = lj - last
+            _alr_to_free(theta, v, k)
 
         @njit(cache=True, nogil=True)
         def from_free(theta, v, out):
-            mx = 0.0
-            for j in range(k - 1):
-                if v[j] > mx:
-                    mx = v[j]
-            s = 0.0
-            for j in range(k - 1):
-                out[j] = math.exp(v[j] - mx)
-                s += out[j]
-            out[k - 1] = math.exp(-mx)
-            s += out[k - 1]
-            for j in range(k):
-                out[j] /= s
+            _alr_from_free(v, out, k)
 
         @njit(cache=True, nogil=True)
         def log_target(theta):
             # Dirichlet(alpha) density times the Jacobian prod_j p_j: sum_j alpha_j log p_j
-            out = 0.0
-            for j in range(k):
-                if not theta[j] > 0:
-                    return -np.inf
-                out += alpha[j] * math.log(theta[j])
-            return out
+            return _dirichlet_alr_log_target(theta, alpha, k)
 
         return update, simulate, 1, (k - 1, 1, innovations, from_innovations, to_free,
                                      from_free, log_target)

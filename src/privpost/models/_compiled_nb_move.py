@@ -24,10 +24,10 @@ then every table ``q_k`` ``(I, J_k)`` row-major; records and innovations are ``(
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
+
+from privpost.models._compiled import _alr_from_free, _alr_to_free, _dirichlet_alr_log_target
 
 __all__ = ["naive_bayes_move"]
 
@@ -99,35 +99,16 @@ def naive_bayes_move(n_classes: int, levels, class_alpha: np.ndarray):
 
     @njit(cache=True, nogil=True)
     def to_free(theta, v):
-        last = math.log(theta[I - 1]) if theta[I - 1] > 0 else -np.inf
-        for j in range(I - 1):
-            lj = math.log(theta[j]) if theta[j] > 0 else -np.inf
-            v[j] = lj - last
+        _alr_to_free(theta, v, I)
 
     @njit(cache=True, nogil=True)
     def from_free(theta, v, out):
-        for a in range(theta.shape[0]):
+        for a in range(theta.shape[0]):      # the feature tables are not moved
             out[a] = theta[a]
-        mx = 0.0
-        for j in range(I - 1):
-            if v[j] > mx:
-                mx = v[j]
-        s = 0.0
-        for j in range(I - 1):
-            out[j] = math.exp(v[j] - mx)
-            s += out[j]
-        out[I - 1] = math.exp(-mx)
-        s += out[I - 1]
-        for j in range(I):
-            out[j] /= s
+        _alr_from_free(v, out, I)
 
     @njit(cache=True, nogil=True)
     def log_target(theta):
-        out = 0.0
-        for j in range(I):
-            if not theta[j] > 0:
-                return -np.inf
-            out += alpha[j] * math.log(theta[j])
-        return out
+        return _dirichlet_alr_log_target(theta, alpha, I)
 
     return (I - 1, K + 1, innovations, from_innovations, to_free, from_free, log_target)
