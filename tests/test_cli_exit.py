@@ -14,25 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
+from test_startup_imports import regression_release  # noqa: F401 - the shared fixture
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-
-@pytest.fixture(scope="module")
-def release_path(tmp_path_factory) -> Path:
-    import privpost as pp
-    from privpost.mechanisms import Laplace
-    from privpost.queries import RegressionStats
-
-    rng = np.random.default_rng(3)
-    x = rng.normal(size=(200, 2))
-    y = 0.5 + x @ np.array([1.0, -0.7]) + rng.normal(size=200)
-    rel = pp.release(np.column_stack([x, y]),
-                     query=RegressionStats(bounds_x=[(-4, 4), (-3, 5)], bounds_y=(-8, 8)),
-                     mechanism=Laplace(epsilon=1.0), seed=3)
-    return rel.save(tmp_path_factory.mktemp("exit") / "r.json")
 
 
 def _main(tmp_path: Path, *args: str, thread: bool = False):
@@ -55,8 +39,8 @@ def _main(tmp_path: Path, *args: str, thread: bool = False):
     return res.returncode, res.stdout, probe.read_text(), mark.exists(), res.stderr
 
 
-def test_infer_without_files_exits_quickly_with_output_and_atexit(release_path, tmp_path):
-    rc, out, probe, ran, err = _main(tmp_path, "infer", str(release_path), "--model",
+def test_infer_without_files_exits_quickly_with_output_and_atexit(regression_release, tmp_path):
+    rc, out, probe, ran, err = _main(tmp_path, "infer", str(regression_release), "--model",
                                      "linear-regression:p=2,sigma2=1", "--method", "naive",
                                      "--seed", "1", "--json")
     assert rc == 0, err
@@ -66,8 +50,8 @@ def test_infer_without_files_exits_quickly_with_output_and_atexit(release_path, 
     assert probe == ""                          # teardown skipped: the quick exit was taken
 
 
-def test_exit_status_kept_on_the_quick_path(release_path, tmp_path):
-    rc, out, probe, ran, err = _main(tmp_path, "infer", str(release_path), "--model",
+def test_exit_status_kept_on_the_quick_path(regression_release, tmp_path):
+    rc, out, probe, ran, err = _main(tmp_path, "infer", str(regression_release), "--model",
                                      "linear-regression:p=2,sigma2=1", "--draws", "20",
                                      "--warmup", "10", "--seed", "1", "--no-progress",
                                      "--option", "cores=1", "--strict")
@@ -75,16 +59,16 @@ def test_exit_status_kept_on_the_quick_path(release_path, tmp_path):
     assert "NOT CONVERGED" in out and probe == "" and ran
 
 
-def test_commands_that_do_not_allow_it_exit_normally(release_path, tmp_path):
-    rc, out, probe, ran, _ = _main(tmp_path, "inspect", str(release_path))
+def test_commands_that_do_not_allow_it_exit_normally(regression_release, tmp_path):
+    rc, out, probe, ran, _ = _main(tmp_path, "inspect", str(regression_release))
     assert rc == 0 and "regression" in out.lower()
     assert probe == "flushed at teardown" and ran          # the normal teardown ran
     rc, _, probe, _, err = _main(tmp_path, "inspect", str(tmp_path / "missing.json"))
     assert rc == 1 and "missing.json" in err and probe == "flushed at teardown"
 
 
-def test_a_live_non_daemon_thread_means_a_normal_exit(release_path, tmp_path):
-    rc, out, probe, ran, err = _main(tmp_path, "infer", str(release_path), "--model",
+def test_a_live_non_daemon_thread_means_a_normal_exit(regression_release, tmp_path):
+    rc, out, probe, ran, err = _main(tmp_path, "infer", str(regression_release), "--model",
                                      "linear-regression:p=2,sigma2=1", "--method", "naive",
                                      "--seed", "1", "--json", thread=True)
     assert rc == 0, err
