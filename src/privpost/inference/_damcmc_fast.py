@@ -527,14 +527,6 @@ class FastPath:
         self.contrib = as_function(contrib, SIG_CONTRIB)
         self.source = source
 
-    def warm_up(self, problem) -> None:
-        """Compile the driver for this model/query (before forking worker processes)."""
-        from privpost.inference.damcmc import Sampler
-
-        ch = CompiledChain(self, Sampler(None, None, _problem=problem), 0,
-                           np.random.default_rng(0), None, 1, 0, 1)
-        ch.advance(0)
-
 
 class CompiledChain:
     """One chain on the fully compiled path; same interface as the generic chain."""

@@ -989,7 +989,7 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
                                            plan, workers)
     else:
         results, interrupted = _run_pool(model, release, opts, rngs, inits, workers, total,
-                                         progress, problem, fast, plan)
+                                         progress, problem, plan)
     elapsed = time.perf_counter() - t0
     return _assemble(problem, fast, results, interrupted, opts, chains, elapsed, start_note,
                      plan)
@@ -1052,11 +1052,9 @@ def _next_round(plan, chains, names, bar) -> bool:
     return True
 
 
-def _run_pool(model, release, opts, rngs, inits, workers, total, progress, problem, fast,
-              plan=None):
+def _run_pool(model, release, opts, rngs, inits, workers, total, progress, problem, plan=None):
+    """The generic (NumPy) path's chains in worker processes (compiled runs use threads)."""
     n_chains = len(rngs)
-    if fast is not None:
-        fast.warm_up(problem)  # compile once here; forked workers inherit the machine code
     ctx = _mp_context()
     shared = ctx.RawArray("q", n_chains + 1)
     queue = ctx.Queue() if plan is not None else None
