@@ -269,6 +269,10 @@ def run_sim(ctx):
                             "split": split, "draws": s["draws"], "truth": truth}
             if meth in ("dpmcmc", "dpremcmc", "dpapprox"):
                 methods[lab]["warmup"] = s["warmup"]
+            if meth == "dpmcmc" and s.get("dp_max_seconds"):
+                # damcmc's default run: rounds until R-hat <= 1.01 and ESS >= 400, or the budget
+                methods[lab]["draws"] = None
+                methods[lab]["max_seconds"] = float(s["dp_max_seconds"])
             if prior in ("p2", "p3", "p4", "p5"):
                 methods[lab]["prior_draws"] = s["prior_draws"]
         res = _study(ctx, key, model, CensoredLogMean(D, 1e-3, max(s["n"])),
@@ -320,7 +324,9 @@ def run_sim(ctx):
 def main(argv=None):
     """``python -m privpost.experiments.guo2023_sim --size study|quick|full --out DIR
     [--workers N] [--alphas alpha1,alpha3] [--replicates R] [--methods all|L1,L2]
-    [--n 1000,5000] [--epsilon 0.5,1e10] [--draws S]`` (``--draws`` sets draws and warm-up)."""
+    [--n 1000,5000] [--epsilon 0.5,1e10] [--draws S] [--dp-max-seconds T]`` (``--draws`` sets
+    draws and warm-up; ``--dp-max-seconds`` runs DPMCMC until converged, warm-up ``--draws``,
+    within T seconds per fit)."""
     import argparse
     from pathlib import Path
 
@@ -337,6 +343,9 @@ def main(argv=None):
     ap.add_argument("--epsilon", default=None, help="e.g. 0.25,0.5,1.5,1e10")
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--dp-max-seconds", type=float, default=None,
+                    help="run DPMCMC until converged (damcmc's default rule) within this budget "
+                         "per fit, instead of the fixed --draws")
     args = ap.parse_args(argv)
     rep = REPRODUCTIONS["guo2023-compositional"]
     settings = dict(STUDY_SIZE if args.size == "study" else rep.sizes[args.size])
@@ -353,6 +362,10 @@ def main(argv=None):
         settings["n"] = tuple(int(v) for v in args.n.split(","))
     if args.epsilon:
         settings["epsilon"] = tuple(float(v) for v in args.epsilon.split(","))
+    if args.dp_max_seconds is not None:
+        if not args.dp_max_seconds > 0:
+            ap.error("--dp-max-seconds must be > 0")
+        settings["dp_max_seconds"] = args.dp_max_seconds
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = _Ctx(name="guo2023-compositional", size=args.size, settings=settings, outdir=out,
