@@ -219,6 +219,14 @@ def _init_from(rel, opts: dict):
     return inits
 
 
+def _exact_for(notes, target: str) -> list[str]:
+    """damcmc's notes with its "exact: ..." note restated for what it is exact for, ``target``
+    (a DPss method whose damcmc run targets an approximation of the DPss posterior)."""
+    return [f"sampler: DA-MCMC (Ju et al. 2022) is exact for {target}; its only error there is "
+            "Monte Carlo error (check r_hat and ess_bulk)" if n.startswith("exact: ") else n
+            for n in notes]
+
+
 def dpmcmc_posterior(model, rel, **opts):
     """``damcmc`` on one CensoredLogMean release, each chain started at the MLE of a re-noised
     s_L (:func:`_init_from`) when the observed s_L has an MLE."""
@@ -249,7 +257,8 @@ def run_dpmcmc(model, release, *, prior: str = "p1", seed=None, prior_draws: int
     spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws)
     post = dpmcmc_posterior(spec.model, rel, seed=rng, **options)
     post.method = "dpmcmc"
-    post.notes = notes + spec.notes + list(post.notes)
+    post.notes = notes + spec.notes + (list(post.notes) if prior == "p1" else _exact_for(
+        post.notes, f"the posterior under the estimated prior {prior}"))
     if prior != "p1":
         post.exact = False
         post.notes.append(f"prior {prior} is estimated from the D1 release (a data-dependent "
@@ -447,7 +456,7 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
         f"step {term}; {where}",
         "dpremcmc: model (5) lets the b pseudo-records coincide, which the weighted likelihood "
         "rewards with large alpha_0; at small eps this inflates alpha (EXPERIMENTS.md §8.2)"
-        ] + list(post.notes)
+        ] + _exact_for(post.notes, "model (5), not for the DPss posterior it approximates")
     msg = None
     if not weight_term:
         msg = ("dpremcmc: weight_term=False has no joint target (incompatible conditionals); "
