@@ -180,3 +180,68 @@ def test_atus_units_are_cached_resumable_and_independent_of_order(tmp_path, monk
     compute_atus(c, methods=("DPBoots",), scan=False)
     fc = json.loads((tmp_path / "c" / "runs" / "DPBoots" / "r0000.json").read_text())
     assert fc["means"] != json.loads(before)["means"]
+
+
+def test_simulation_dp_max_seconds_runs_dpmcmc_until_converged(tmp_path, monkeypatch):
+    """``--dp-max-seconds`` gives DPMCMC damcmc's run-until-converged rule (draws=None plus
+    the budget) and leaves the other methods' fixed draws alone."""
+    from privpost.experiments import guo2023_sim
+
+    seen = {}
+
+    def fake_study(ctx, key, model, query, mech, *, methods, **kw):
+        seen.update(methods)
+        raise RuntimeError("stop")
+
+    import sys
+
+    monkeypatch.setattr(sys.modules["privpost.experiments.reproduce"], "_study", fake_study)
+    s = {"alphas": ("alpha1",), "n": (60,), "epsilon": (1e10,), "replicates": 1,
+         "methods": ("DPMCMCp1", "DPMCMCp4", "DPreMCMCp4", "DPABCp5"), "draws": 30,
+         "warmup": 30, "prior_draws": 40, "dp_max_seconds": 45.0}
+    with pytest.raises(RuntimeError, match="stop"):
+        guo2023_sim.run_sim(_Ctx("guo2023-compositional", "quick", s, tmp_path, 1,
+                                 {"workers": 1, "scheduler": None, "progress": False}))
+    for lab in ("DPMCMCp1", "DPMCMCp4"):
+        assert seen[lab]["draws"] is None and seen[lab]["max_seconds"] == 45.0
+        assert seen[lab]["warmup"] == 30
+    for lab in ("DPreMCMCp4", "DPABCp5", "MCMCp1"):
+        assert seen[lab]["draws"] == 30 and "max_seconds" not in seen[lab]
+    with pytest.raises(SystemExit):
+        guo2023_sim.main(["--out", str(tmp_path / "x"), "--dp-max-seconds", "0"])
+
+
+def test_atus_eps1_share_sets_the_release_split_and_its_own_folder(tmp_path, monkeypatch):
+    """``--eps1-share`` gives the censored statistic that share of epsilon (the seed does not
+    state its ATUS split); a folder of default-split runs refuses runs at another split, and
+    folders written before the setting existed still match the default."""
+    import privpost.compositional as comp
+    from privpost.errors import DataError
+    from privpost.experiments import guo2023_atus as atus
+
+    monkeypatch.setenv("PRIVPOST_ATUS_DIR", str(DATA))
+    got = []
+    real = comp.dpss_release
+
+    def spy(x, e1, e2, **kw):
+        got.append((e1, e2))
+        return real(x, e1, e2, **kw)
+
+    monkeypatch.setattr(comp, "dpss_release", spy)
+    base = {"epsilon": 0.5, "eps_scan": (1.0,), "scan_shares": (0.25,), "runs": 1,
+            "draws": 30, "warmup": 30, "dp_warmup": 30, "chains": 1, "boot_draws": 40,
+            "abc_draws": 20, "prior_draws": 40, "scan_runs": 1}
+    for share, out in ((0.25, tmp_path / "a"), (0.75, tmp_path / "b")):
+        got.clear()
+        ctx = _Ctx("guo2023-atus", "quick", dict(base, eps1_share=share), out, 1,
+                   {"progress": False})
+        atus.compute_atus(ctx, methods=("DPBoots",), scan=False)
+        assert got and all(e1 == pytest.approx(share * 0.5) and
+                           e2 == pytest.approx((1 - share) * 0.5) for e1, e2 in got)
+    assert "ε1 = 0.375" in atus.atus_report(ctx, methods=("DPBoots",)).markdown
+    mixed = _Ctx("guo2023-atus", "quick", dict(base, eps1_share=0.75), tmp_path / "a", 1,
+                 {"progress": False})
+    with pytest.raises(DataError, match="eps1_share"):
+        atus.compute_atus(mixed, methods=("DPBoots",), scan=False)
+    old = _Ctx("guo2023-atus", "quick", dict(base), tmp_path / "a", 1, {"progress": False})
+    atus.compute_atus(old, methods=("DPBoots",), scan=False)     # no key = the default split

@@ -200,7 +200,8 @@ def _runs_for(s: dict, method: str) -> int:
 
 def dp_unit(ctx, data, method: str, r: int) -> dict:
     """Run DP ``method`` on run ``r``: a fresh DPss release per group (total ``epsilon``,
-    eps1 = 0.25 eps, eps2 = 0.75 eps; with ``split=0.25`` for DPreMCMCp4 / DPABCp5), the method
+    eps1 = 0.25 eps, eps2 = 0.75 eps, or eps1 = ``eps1_share`` eps; with ``split=0.25`` for
+    DPreMCMCp4 / DPABCp5), the method
     on it, the decision. Cached in ``runs/<method>/r<r>.json``."""
     import time
 
@@ -217,7 +218,8 @@ def dp_unit(ctx, data, method: str, r: int) -> dict:
     shares, out = {}, {"means": {}, "threshold": {}, "rhat": {}, "chains": {}}
     for gi, g in enumerate(("F", "M")):
         rng = _unit_rng(ctx.seed, _TAG[method], r, gi)
-        rel = dpss_release(data[g], 0.25 * eps, 0.75 * eps, split=split, seed=rng)
+        e1 = float(s.get("eps1_share", 0.25)) * eps
+        rel = dpss_release(data[g], e1, eps - e1, split=split, seed=rng)
         post = _run_method(method, model, rel, rel, s, rng)
         shares[g] = _shares(post.draws["alpha"])
         out["means"][g] = shares[g].mean(0).tolist()
@@ -293,6 +295,9 @@ def _check_settings(ctx) -> None:
     """Refuse to mix cached units computed under other settings in one ``outdir``."""
     want = {k: ctx.settings.get(k) for k in _UNIT_KEYS}
     want["seed"] = ctx.seed
+    if ctx.settings.get("eps1_share", 0.25) != 0.25:
+        # only when not the default, so that folders made before the key existed still match
+        want["eps1_share"] = ctx.settings["eps1_share"]
     path = _cache(ctx.outdir, "settings.json")
     have = _load(path)
     if have is None:
@@ -348,6 +353,7 @@ def atus_report(ctx, methods=DP_METHODS):
     from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
 
     s, eps = ctx.settings, float(ctx.settings["epsilon"])
+    sh = float(s.get("eps1_share", 0.25))
     bench = _load(_cache(ctx.outdir, "nonprivate.json"))
     if bench is None:
         raise DataError("no results yet: run compute_atus first (privpost reproduce does both)")
@@ -424,7 +430,7 @@ def atus_report(ctx, methods=DP_METHODS):
           "fraction of the runs rejecting H0: |E[x_j|M] - E[x_j|F]| <= 0.01 (± binomial "
           "standard error); 'P(H0)' = mean posterior probability of H0 (± its standard error "
           "over runs). Boots and MCMCp1 are run once.", "",
-          f"Total ε = {eps} per group (ε1 = {0.25 * eps:g}, ε2 = {0.75 * eps:g}); every DP run "
+          f"Total ε = {eps} per group (ε1 = {sh * eps:g}, ε2 = {(1 - sh) * eps:g}); every DP run "
           "draws a fresh DPss release per group, without split for DPBoots and DPMCMCp1, with "
           "n1 = 0.25 n for DPreMCMCp4 and DPABCp5.", "",
           _md_table(header, rows), "", *[f"* {t}" for t in info], "",
@@ -488,11 +494,16 @@ def main(argv=None) -> None:
     ap.add_argument("--seed", type=int, default=2023)
     ap.add_argument("--dp-max-seconds", type=float, default=STUDY["dp_max_seconds"],
                     help="wall-time budget of each DP chain set run until converged")
+    ap.add_argument("--eps1-share", type=float, default=0.25,
+                    help="share of epsilon given to the censored mean-log statistic (the rest "
+                         "to the threshold score); the seed's split for ATUS is not stated")
     ap.add_argument("--unconverged", action="store_true",
                     help="the first study's fixed 2 x 500 draws (STUDY_UNCONVERGED)")
     a = ap.parse_args(argv)
     base = STUDY_UNCONVERGED if a.unconverged else dict(STUDY, dp_max_seconds=a.dp_max_seconds)
-    s = dict(base, scan_runs=a.scan_runs, method_runs={})
+    if not 0 < a.eps1_share < 1:
+        raise SystemExit(f"--eps1-share must be in (0, 1), got {a.eps1_share}")
+    s = dict(base, scan_runs=a.scan_runs, method_runs={}, eps1_share=a.eps1_share)
     for item in a.runs:
         k, _, v = item.partition("=")
         if k not in DP_METHODS or not v.isdigit():
