@@ -170,3 +170,66 @@ def test_compiled_move_is_exact_and_missing_jacobian_fails(exact, cls, ok):
     z = [(z_mean(a[..., j], mean[j]), z_sd(a[..., j], sd[j])) for j in range(2)]
     worst = max(max(abs(x), abs(y)) for x, y in z)
     assert (worst < K_MCSE) if ok else (worst > K_MCSE), z
+
+
+_CACHE_SCRIPT = """
+import numpy as np
+from numba.core import event
+
+compiled = []   # every function Numba compiles in this process (cache loads are not compiles)
+
+
+class Recorder(event.Listener):
+    def on_start(self, ev):
+        f = ev.data["dispatcher"].py_func
+        compiled.append(f.__module__ + "." + f.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", Recorder())
+import privpost as pp
+from privpost.compositional import dpss_release
+from privpost.models import Dirichlet
+
+x = np.random.default_rng(7).dirichlet([2.2, 3.3, 4.4], 60)
+rs = dpss_release(x, 0.5, 1.0, seed=1)
+post = pp.infer(Dirichlet(3), rs, method="dpmcmc", draws=4, warmup=2, chains=1, seed=3,
+                progress=False, fast_path=True, interweave=2)
+assert any("compiled chain driver" in n for n in post.notes), post.notes
+iw = Dirichlet(3).compiled_model().interweave
+hits = {f.py_func.__qualname__: (sum(f.stats.cache_hits.values()),
+                                 sum(f.stats.cache_misses.values()))
+        for f in (iw.innovations, iw.from_innovations, iw.log_target)}
+print("COMPILED", compiled)
+print("MOVE", hits)
+"""
+
+
+@pytest.mark.slow
+def test_second_process_compiles_nothing_of_the_dirichlet_move(tmp_path):
+    """The move's functions call SciPy by symbol name (not by address) and are cache=True: a
+    second process running DPMCMC with the compiled move compiles nothing (Numba's
+    "numba:compile" events; cache hits and no misses on the move's functions)."""
+    import ast
+    import os
+    import subprocess
+
+    import privpost
+
+    src = str(Path(privpost.__file__).resolve().parents[1])   # this checkout, whatever the cwd
+    env = dict(os.environ, NUMBA_DEBUG_CACHE="1",
+               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    outs = []
+    for _ in range(2):
+        res = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, res.stderr[-2000:]
+        outs.append(res.stdout + res.stderr)
+    line = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in outs[1].splitlines()
+            if ln.startswith(("COMPILED ", "MOVE "))}
+    assert ast.literal_eval(line["COMPILED"]) == []
+    move = ast.literal_eval(line["MOVE"])
+    assert move and all(h > 0 and m == 0 for h, m in move.values()), move
+    assert "data saved" not in outs[1], [ln for ln in outs[1].splitlines() if "saved" in ln]

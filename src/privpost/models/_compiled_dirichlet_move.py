@@ -21,30 +21,43 @@ The special functions are SciPy's own (``scipy.special.cython_special`` ``gammai
 ``gammaincc``, ``gammaincinv``, ``gammainccinv``, ``gammaln``, called through their C entry
 points), so the compiled move evaluates the same numbers as the NumPy one: with one move per
 iteration both give the same chain for the same seed (tests/test_dirichlet_compiled_move.py).
-Functions that call C entry points by address cannot go to Numba's on-disk cache (the address
-changes per process), so these compile once per process (about a second each).
+
+They are bound *by symbol name*, not by address: at import this module registers each entry
+point with LLVM's symbol table (``llvmlite.binding.add_symbol("privpost_scipy_<name>",
+address)``) and the jitted code calls ``numba.types.ExternalFunction("privpost_scipy_<name>",
+...)``, which compiles to a ``declare`` of that symbol and a plain call. The object code then
+holds a relocation to the name instead of the process-specific address baked in as a constant
+(what a ctypes function pointer does, which Numba refuses to cache: "dynamic globals"), so
+every function here is ``cache=True``: a second process loads them from Numba's on-disk cache
+(``__pycache__`` next to this file, or ``NUMBA_CACHE_DIR``) and the linker resolves the names
+to that process's addresses, registered by this import before any cached code is loaded
+(tests/test_dirichlet_compiled_move.py checks that a second process compiles nothing).
 """
 
 from __future__ import annotations
 
-import ctypes
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import binding as _llvm
+from numba import njit, types
 from numba.extending import get_cython_function_address
 
 __all__ = ["dirichlet_move"]
 
 _TINY = np.finfo(np.float64).tiny
-_D2 = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_double, ctypes.c_int)
-_D1 = ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double, ctypes.c_int)
+#: C signatures ``double f(double, double, int)`` / ``double f(double, int)``
+_D2 = types.float64(types.float64, types.float64, types.intc)
+_D1 = types.float64(types.float64, types.intc)
 
 
-def _special(name, proto):
-    """SciPy's cython_special C function ``name`` (the trailing int is Cython's
-    ``__pyx_skip_dispatch``, always 0)."""
-    return proto(get_cython_function_address("scipy.special.cython_special", name))
+def _special(name, sig):
+    """SciPy's cython_special C function ``name`` as a Numba external function of the symbol
+    ``privpost_scipy_<name>``, registered here with this process's address (the trailing int
+    of the C signature is Cython's ``__pyx_skip_dispatch``, always 0)."""
+    symbol = "privpost_scipy_" + name
+    _llvm.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special", name))
+    return types.ExternalFunction(symbol, sig)
 
 
 _gammainc = _special("gammainc", _D2)
@@ -54,7 +67,7 @@ _gammainccinv = _special("gammainccinv", _D2)
 _gammaln = _special("gammaln", _D1)
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def _innovations(theta, records, u, rng):
     """``u`` ``(n, D)`` <- encoded uniforms of the records given ``alpha = theta`` (D,)."""
     n, D = records.shape
@@ -84,7 +97,7 @@ def _innovations(theta, records, u, rng):
             u[i, j] = enc
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def _from_innovations(theta, u, out):
     """``out`` ``(n, D)`` <- records ``g(alpha = theta, u)``."""
     n, D = u.shape
@@ -114,13 +127,13 @@ def _from_innovations(theta, u, out):
             out[i, j] = max(lgs[j] / s, _TINY)
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def _to_free(theta, v):
     for j in range(v.shape[0]):
         v[j] = math.log(theta[j]) if theta[j] > 0 else -np.inf
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def _from_free(theta, v, out):
     for a in range(theta.shape[0]):
         out[a] = theta[a]
@@ -135,7 +148,7 @@ def dirichlet_move(D: int, shape: np.ndarray, rate: np.ndarray):
     v = np.ascontiguousarray(shape, dtype=np.float64)
     w = np.ascontiguousarray(rate, dtype=np.float64)
 
-    @njit(nogil=True)
+    @njit(cache=True, nogil=True)
     def log_target(theta):
         out = 0.0
         for j in range(D):
