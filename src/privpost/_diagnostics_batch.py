@@ -59,7 +59,8 @@ def _z_scale(x: np.ndarray, table: np.ndarray) -> np.ndarray:
     flat = x.reshape(p, -1)
     size = flat.shape[1]
     order = np.argsort(flat, axis=1)
-    s = np.take_along_axis(flat, order, axis=1)
+    order += (np.arange(p) * size)[:, None]      # flat indices: take/put without broadcasting
+    s = np.take(flat, order)
     new = s[:, 1:] != s[:, :-1]                  # a new value starts at position i + 1
     idx = np.arange(size)
     start = np.where(np.concatenate([np.ones((p, 1), bool), new], axis=1), idx, 0)
@@ -67,8 +68,8 @@ def _z_scale(x: np.ndarray, table: np.ndarray) -> np.ndarray:
     end = np.where(np.concatenate([new, np.ones((p, 1), bool)], axis=1), idx + 1, size)
     end = np.minimum.accumulate(end[:, ::-1], axis=1)[:, ::-1]
     # average rank of a run of ties at sorted positions start..end-1: (start + end + 1) / 2
-    z = np.empty_like(flat)
-    np.put_along_axis(z, order, table[start + end - 1], axis=1)
+    z = np.empty(flat.shape)
+    z.ravel()[order] = table[start + end - 1]
     return z.reshape(x.shape)
 
 
@@ -152,8 +153,9 @@ def _diagnose_chunk(x: np.ndarray, cheap: bool, tables: dict) -> dict[str, np.nd
     zt = _z_scale(_split(fold), tables[size])
     bulk, tail = _rhat_plain(zb), _rhat_plain(zt)
     q = np.quantile(flat, [0.05, 0.95], axis=1)
-    e05 = _ess(_split((x <= q[0][:, None, None]).astype(float)))
-    e95 = _ess(_split((x <= q[1][:, None, None]).astype(float)))
+    both = _ess(_split(np.concatenate([x <= q[0][:, None, None], x <= q[1][:, None, None]])
+                       .astype(float)))
+    e05, e95 = both[:p], both[p:]
     out = {"ess_bulk": _ess(zb), "ess_tail": np.where(e95 < e05, e95, e05),
            "r_hat": np.where(tail > bulk, tail, bulk)}     # Python's min / max, NaN included
     if not cheap:
