@@ -8,7 +8,8 @@ and the inverse normal CDF of every draw. Here the same arithmetic runs over a s
 
 * arrays are ``(P, chains, draws)``: P scalar entries, each a (chains, draws) array;
 * rank normalisation sorts each entry once (the ranks do not depend on the sort's tie order,
-  since tied draws share their average rank) and looks Φ⁻¹ up in a table of the 2S − 1 possible
+  since tied draws share their average rank; with an even number of draws the folded draws'
+  order, the median and the quantiles are read off the sorted draws) and looks Φ⁻¹ up in a table of the 2S − 1 possible
   average ranks 1, 1.5, ..., S (S draws in all) evaluated by the same
   :func:`privpost._ndtri.ndtri` on the same inputs;
 * the bulk-ESS and bulk-R-hat share one z-scaled array (the per-scalar code builds it twice);
@@ -53,14 +54,22 @@ def _z_table(size: int) -> np.ndarray:
     return ndtri((avg - c) / (size - 2 * c + 1))
 
 
-def _z_scale(x: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Rank normalisation of each entry of ``x`` (P, chains, draws) over all its draws."""
+def _z_scale(x: np.ndarray, table: np.ndarray):
+    """Rank normalisation of each entry of ``x`` (P, chains, draws) over all its draws.
+
+    Returns ``(z, s, order)``: z like ``x``; ``s`` (P, S) each entry's draws sorted; ``order``
+    (P, S) their flat indices into ``x`` (``x.ravel()[order] == s``)."""
     p = x.shape[0]
     flat = x.reshape(p, -1)
-    size = flat.shape[1]
     order = np.argsort(flat, axis=1)
-    order += (np.arange(p) * size)[:, None]      # flat indices: take/put without broadcasting
+    order += (np.arange(p) * flat.shape[1])[:, None]   # flat indices: take/put, no broadcasting
     s = np.take(flat, order)
+    return _z_sorted(s, order, table).reshape(x.shape), s, order
+
+
+def _z_sorted(s: np.ndarray, order: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Φ⁻¹ of the average ranks of sorted rows ``s`` (P, S), put back at flat ``order``."""
+    p, size = s.shape
     new = s[:, 1:] != s[:, :-1]                  # a new value starts at position i + 1
     idx = np.arange(size)
     start = np.where(np.concatenate([np.ones((p, 1), bool), new], axis=1), idx, 0)
@@ -68,9 +77,9 @@ def _z_scale(x: np.ndarray, table: np.ndarray) -> np.ndarray:
     end = np.where(np.concatenate([new, np.ones((p, 1), bool)], axis=1), idx + 1, size)
     end = np.minimum.accumulate(end[:, ::-1], axis=1)[:, ::-1]
     # average rank of a run of ties at sorted positions start..end-1: (start + end + 1) / 2
-    z = np.empty(flat.shape)
+    z = np.empty(s.shape)
     z.ravel()[order] = table[start + end - 1]
-    return z.reshape(x.shape)
+    return z
 
 
 def _rhat_plain(z: np.ndarray) -> np.ndarray:
@@ -147,12 +156,24 @@ def _diagnose_chunk(x: np.ndarray, cheap: bool, tables: dict) -> dict[str, np.nd
     size = xs.shape[1] * xs.shape[2]
     if size not in tables:
         tables[size] = _z_table(size)
-    zb = _z_scale(xs, tables[size])
+    zb, s, order = _z_scale(xs, tables[size])
     flat = x.reshape(p, -1)
-    fold = np.abs(x - np.median(flat, axis=1)[:, None, None])
-    zt = _z_scale(_split(fold), tables[size])
+    if x.shape[2] % 2 == 0:
+        # the split chains hold every draw: the median and quantiles of the sorted draws are
+        # those of the draws (same order statistics, same arithmetic; faster to select), and
+        # the folded draws |s - median| of the sorted draws fall then rise, two runs that a
+        # stable (merge) sort orders in linear time; ranks do not depend on the tie order
+        med = np.median(s, axis=1)
+        q = np.quantile(s, [0.05, 0.95], axis=1)
+        fs = np.abs(s - med[:, None])
+        perm = np.argsort(fs, axis=1, kind="stable")
+        perm += (np.arange(p) * size)[:, None]
+        zt = _z_sorted(np.take(fs, perm), np.take(order, perm), tables[size]).reshape(xs.shape)
+    else:                                        # the middle draws are not in the split chains
+        med = np.median(flat, axis=1)
+        q = np.quantile(flat, [0.05, 0.95], axis=1)
+        zt = _z_scale(_split(np.abs(x - med[:, None, None])), tables[size])[0]
     bulk, tail = _rhat_plain(zb), _rhat_plain(zt)
-    q = np.quantile(flat, [0.05, 0.95], axis=1)
     both = _ess(_split(np.concatenate([x <= q[0][:, None, None], x <= q[1][:, None, None]])
                        .astype(float)))
     e05, e95 = both[:p], both[p:]
