@@ -1,25 +1,27 @@
 """The diagnostics of :mod:`privpost.diagnostics` for many scalar parameters at once.
 
 :func:`privpost.diagnostics.summarise` computes split R-hat, bulk/tail ESS and the MCSEs of
-every scalar entry of a posterior; a K = 10 hidden Markov model has hundreds of entries. The
-per-scalar functions of :mod:`privpost.diagnostics` (the reference definitions, checked against
-ArviZ) cost about 10 ms an entry at 4 x 2000 draws, mostly in Python-level overhead, three sorts
-and the inverse normal CDF of every draw. Here the same arithmetic runs over a stack of entries:
+every scalar entry of a posterior; a K = 10 hidden Markov model has 450 entries. The per-scalar
+functions of :mod:`privpost.diagnostics` (the reference definitions, checked against ArviZ) cost
+a few ms an entry at 4 x 2000 draws, about 40 % of it in three stable sorts for the average
+ranks and 22 % in the inverse normal CDF of every draw (benchmarks/README.md). Here the same
+arithmetic runs over a stack of entries:
 
 * arrays are ``(P, chains, draws)``: P scalar entries, each a (chains, draws) array;
-* rank normalisation sorts each entry once (the ranks do not depend on the sort's tie order,
-  since tied draws share their average rank; with an even number of draws the folded draws'
-  order, the median and the quantiles are read off the sorted draws) and looks Φ⁻¹ up in a table of the 2S − 1 possible
-  average ranks 1, 1.5, ..., S (S draws in all) evaluated by the same
-  :func:`privpost._ndtri.ndtri` on the same inputs;
+* rank normalisation sorts each entry once with an unstable sort (the average ranks do not
+  depend on the order of ties) and looks Φ⁻¹ up in a table of the 2S − 1 possible average ranks
+  1, 1.5, ..., S (S draws in all) evaluated by the same :func:`privpost._ndtri.ndtri` on the
+  same inputs; with an even number of draws the median, the quantiles and the order of the
+  folded draws are read off the sorted draws;
 * the bulk-ESS and bulk-R-hat share one z-scaled array (the per-scalar code builds it twice);
 * Geyer's initial monotone sequence is computed in closed form: with pair sums
   P_0 = 1 + ρ_1, P_j = ρ_2j + ρ_2j+1, the loop of ``diagnostics._ess`` stops at the first pair
-  J (or at the draw-count bound) after a non-positive sum, and its monotone pass replaces each
-  pair sum by the running minimum, so τ = −1 + 2 Σ_{j<J−1} min(P_0..P_j) + ρ̂_{2J−2} where the
-  last even term is kept when that pair was kept or is positive (exactly the branches of the
-  loop). Results agree with the per-scalar functions to rounding (tests/test_diagnostics_batch.py
-  checks 1e-12 relative on many shapes, ties, constant and NaN entries, one chain, 4-7 draws).
+  J whose predecessor's sum is not positive (or at the draw-count bound), and its monotone pass
+  replaces each pair sum by the running minimum, so
+  τ = −1 + 2 Σ_{j ≤ J−2} min(P_0..P_j) + ρ̂_{2J−2}, the last even term kept when its pair was
+  kept or it is positive (exactly the branches of the loop). Results agree with the per-scalar
+  functions to rounding (tests/test_diagnostics_batch.py checks 1e-12 relative on many shapes:
+  ties, constant, NaN, ±inf and overflowing entries, one chain, 3-13 draws, odd draw counts).
 
 Entries holding NaN get NaN everywhere (as the per-scalar functions); entries with ±inf draws fall
 back to the per-scalar ESS (they never occur in a real posterior, and the closed form assumes
