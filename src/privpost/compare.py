@@ -4,8 +4,9 @@
 -- by default ``damcmc`` (exact), ``gibbs-ss`` (CLT approximation) and ``naive`` (noise ignored)
 -- with the sampler settings given (each method's own defaults otherwise), and tabulates per
 parameter entry: posterior mean, the equal-tailed ``level`` interval and its width, R-hat and
-bulk ESS, the wall time of the run and whether the method is exact. A method that does not apply (e.g. ``gibbs-ss`` for a model without
-an exponential-family CLT) is listed with the reason, not silently dropped.
+bulk ESS, the wall time of the run and whether the method is exact. A method that does not
+apply (e.g. ``gibbs-ss`` for a model without an exponential-family CLT) is listed with the
+reason, not silently dropped.
 
 CLI: ``privpost compare RELEASE --model SPEC [--methods damcmc,naive] [--plot out.png] [--json]``
 (also ``privpost infer RELEASE --method damcmc,naive ...``).
