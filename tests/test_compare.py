@@ -89,3 +89,44 @@ def test_predictive_check_on_the_demo_release(demo_release):
     row = pred["coordinates"]["sum(x)"]
     assert row["observed"] == pytest.approx(pp.Release.load(demo_release).observed[0])
     assert 0.05 < row["p"] <= 1          # the true model reproduces its own release
+
+
+def test_compare_leaves_draws_warmup_and_chains_to_each_method(demo_release, monkeypatch):
+    """Without --draws/--warmup/--chains each method's own defaults apply (as for ``infer``:
+    damcmc runs until converged, ops 1 chain); given, they reach every method unchanged.
+    The old code imposed draws 2000, warmup 1000, chains 4 on every method."""
+    import privpost.inference as inference
+
+    real_infer = inference.infer
+    seen = {}
+
+    def fake_infer(model, release, method, **options):
+        seen[method] = dict(options)
+        options.setdefault("draws", 50)     # keep the run short; the record is taken above
+        return real_infer(model, release, method=method, **options)
+
+    monkeypatch.setattr(inference, "infer", fake_infer)
+    args = ["compare", str(demo_release), "--model", "beta-bernoulli:a=1,b=1", "--methods",
+            "naive,gibbs-ss", "--no-progress", "--seed", "1", "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert set(seen) == {"naive", "gibbs-ss"}
+    for opts in seen.values():
+        assert not {"draws", "warmup", "chains"} & set(opts), opts
+    seen.clear()
+    res = runner.invoke(app, args + ["--draws", "60", "--warmup", "7", "--chains", "2"])
+    assert res.exit_code == 0, res.output
+    for opts in seen.values():
+        assert (opts["draws"], opts["warmup"], opts["chains"]) == (60, 7, 2), opts
+    # infer with several methods goes through the same path
+    seen.clear()
+    res = runner.invoke(app, ["infer", str(demo_release), "--model", "beta-bernoulli:a=1,b=1",
+                              "--method", "naive,gibbs-ss", "--no-progress", "--json"])
+    assert res.exit_code == 0, res.output
+    for opts in seen.values():
+        assert not {"draws", "warmup", "chains"} & set(opts), opts
+    # the Python function: None means the method's own default, not a value passed on
+    seen.clear()
+    compare(pp.models.BetaBernoulli(1, 1), pp.Release.load(demo_release), ["naive"],
+            draws=None, warmup=None, chains=None, seed=1, progress=False)
+    assert not {"draws", "warmup", "chains"} & set(seen["naive"]), seen

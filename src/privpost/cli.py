@@ -583,9 +583,7 @@ def infer_cmd(
     from privpost.inference import infer
 
     _check_infer_options(level, output, seed)
-    if "," in method:       # several methods: the comparison table
-        warmup = 1000 if warmup is None else warmup
-        chains = 4 if chains is None else chains
+    if "," in method:       # several methods: the comparison table (None: each method's own)
         return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
                             option, as_json, None)
     rel = _load_release_or_set(path)
@@ -656,9 +654,12 @@ def compare_cmd(
                                           "damcmc,gibbs-ss,naive; randomized-response for "
                                           "randomized-response reports); those that do not "
                                           "apply are listed with the reason."),
-    draws: int = typer.Option(2000, min=1),
-    warmup: int = typer.Option(1000, min=0),
-    chains: int = typer.Option(4, min=1),
+    draws: Optional[int] = typer.Option(None, min=1, help="Draws per chain, for every method. "
+                                        "Default: each method's own (as for infer)."),
+    warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up iterations per chain, for "
+                                         "every method. Default: each method's own."),
+    chains: Optional[int] = typer.Option(None, min=1, help="Chains, for every method. Default: "
+                                         "each method's own (4; 1 for ops)."),
     seed: Optional[int] = typer.Option(None),
     level: float = typer.Option(0.9, help="Credible level of the intervals."),
     plot: Optional[Path] = typer.Option(None, help="PNG file for the overlay of the posteriors."),

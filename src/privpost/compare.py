@@ -2,10 +2,11 @@
 
 ``compare(model, release)`` runs each analysis method that applies to the (model, release) pair
 -- by default ``damcmc`` (exact), ``gibbs-ss`` (CLT approximation) and ``naive`` (noise ignored)
--- with the same sampler settings, and tabulates per parameter entry: posterior mean, the
-equal-tailed ``level`` interval and its width, R-hat and bulk ESS, the wall time of the run and
-whether the method is exact. A method that does not apply (e.g. ``gibbs-ss`` for a model without
-an exponential-family CLT) is listed with the reason, not silently dropped.
+-- with the sampler settings given (each method's own defaults otherwise), and tabulates per
+parameter entry: posterior mean, the equal-tailed ``level`` interval and its width, R-hat and
+bulk ESS, the wall time of the run and whether the method is exact. A method that does not
+apply (e.g. ``gibbs-ss`` for a model without an exponential-family CLT) is listed with the
+reason, not silently dropped.
 
 CLI: ``privpost compare RELEASE --model SPEC [--methods damcmc,naive] [--plot out.png] [--json]``
 (also ``privpost infer RELEASE --method damcmc,naive ...``).
@@ -127,7 +128,9 @@ def compare(model, release, methods: Sequence[str] | None = None, *, level: floa
         Per-method extra options, ``{method: {key: value}}``.
     **common
         Options passed to every method (``draws``, ``warmup``, ``chains``, ``seed``,
-        ``progress``).
+        ``progress``). ``draws``, ``warmup`` or ``chains`` left out or ``None``: each method's
+        own default applies (e.g. ``damcmc`` runs until converged, ``ops`` runs one chain),
+        not one setting imposed on all.
 
     Returns
     -------
@@ -145,8 +148,10 @@ def compare(model, release, methods: Sequence[str] | None = None, *, level: floa
     if unknown:
         raise PrivpostError(f"unknown method(s) {', '.join(map(repr, unknown))}; type a "
                             f"comma-separated list of {', '.join(DEFAULT_METHODS)}")
-    if common.get("draws", 0) is None:      # no --draws: each method's default run length
-        common = {k: v for k, v in common.items() if k != "draws"}
+    # draws / warmup / chains None (no --draws etc.): each method's own default (damcmc and the
+    # HMM samplers run until converged, ops runs 1 chain since every chain is released, ...)
+    common = {k: v for k, v in common.items()
+              if not (k in ("draws", "warmup", "chains") and v is None)}
     result = Comparison(posteriors={}, level=level)
     for method in dict.fromkeys(names):
         opts = dict(common)

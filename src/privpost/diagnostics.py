@@ -210,13 +210,25 @@ def _entries(draws: dict, names=None):
 
 
 def summarise(draws: dict, names=None, cheap: bool = False) -> dict[str, dict[str, float]]:
-    """Label -> :func:`diagnose` row for every scalar entry (``cheap``: only ESS and R-hat)."""
+    """Label -> :func:`diagnose` row for every scalar entry (``cheap``: only ESS and R-hat).
+
+    ``draws``: name -> array (chains, draws, *shape). All entries of a parameter are computed
+    at once (:mod:`privpost._diagnostics_batch`; equal to :func:`diagnose` of each entry to
+    rounding), which matters for posteriors with hundreds of entries (HMM transition matrices)."""
+    from privpost._diagnostics_batch import diagnose_many
+
+    keys = ("ess_bulk", "ess_tail", "r_hat") if cheap else \
+        ("mcse_mean", "mcse_sd", "ess_bulk", "ess_tail", "r_hat")
     out = {}
-    for label, a in _entries(draws, names):
-        if cheap:
-            out[label] = {"ess_bulk": ess_bulk(a), "ess_tail": ess_tail(a), "r_hat": rhat(a)}
-        else:
-            out[label] = diagnose(a)
+    for name in names or draws:
+        arr = np.asarray(draws[name], dtype=np.float64)
+        shape = arr.shape[2:]
+        stack = np.moveaxis(arr.reshape(arr.shape[0], arr.shape[1], -1), 2, 0)
+        table = diagnose_many(stack, cheap=cheap)
+        for j in range(stack.shape[0]):
+            idx = np.unravel_index(j, shape) if shape else ()
+            label = name + (f"[{', '.join(map(str, idx))}]" if shape else "")
+            out[label] = {k: float(table[k][j]) for k in keys}
     return out
 
 
