@@ -38,8 +38,6 @@ equals a fixed ``draws=`` run of the final length with the same seed.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 __all__ = ["FIRST_DRAWS", "MAX_DRAWS", "MAX_SECONDS", "WARMUP", "CHAINS", "state_permutations",
@@ -129,71 +127,15 @@ def relabel(results: list[dict], mode, copy: bool) -> list[dict]:
 def run_rounds(chains, warmup: int, plan, bar, names, to_draws, mode) -> list[dict]:
     """Run the :class:`~privpost.inference.hmm.GibbsChain` objects ``chains`` until ``plan``
     (:class:`privpost.inference._until.Plan`) stops: ``warmup`` iterations each, then rounds of
-    kept draws. ``bar``: a :class:`~privpost.inference._progress.ProgressBar` (total updated
-    each round, worst ESS / R-hat in its description). ``to_draws(results) -> dict`` maps the
-    relabelled results to the Posterior's draws (``names``, ``(chains, S, ...)``). Returns the
-    chains' results relabelled by ``mode`` and truncated to a common length."""
-    n = len(chains)
-    # "reserve": the predicted seconds of the next decision (relabelling + diagnostics, which
-    # grow with the draws: the last decision's seconds per draw times the draws), kept out of
-    # the time budget so that the run ends near max_seconds, not one decision after it
-    state = {"block": 1, "stop": False, "per_draw": 0.0}
+    kept draws, in blocks of about :data:`BLOCK_SECONDS` (the generic driver
+    :func:`privpost.inference._until.run_rounds`, with the relabelling :func:`relabel` by
+    ``mode`` as its ``prepare``). ``bar``: a :class:`~privpost.inference._progress.ProgressBar`
+    (total updated each round, worst ESS / R-hat in its description). ``to_draws(results) ->
+    dict`` maps the relabelled results to the Posterior's draws (``names``, ``(chains, S,
+    ...)``). Returns the chains' results relabelled by ``mode`` and truncated to a common
+    length."""
+    from privpost.inference import _until
 
-    def out_of_time() -> bool:
-        if plan.max_seconds is None:
-            return False
-        reserve = state["per_draw"] * min(c.n_stored for c in chains)
-        return time.perf_counter() - plan.t0 + reserve > plan.max_seconds
-
-    def done_total():
-        return sum(c.done for c in chains)
-
-    def advance(target: int, keep: bool) -> None:
-        while not state["stop"] and any(c.done < target for c in chains):
-            for c in chains:
-                k = min(state["block"], target - c.done)
-                if k <= 0:
-                    continue
-                t0 = time.perf_counter()
-                c.run(k, keep)
-                dt = time.perf_counter() - t0
-                if k == state["block"]:         # aim each block at BLOCK_SECONDS
-                    state["block"] = int(min(max(1, k * BLOCK_SECONDS / max(dt, 1e-6)),
-                                             4 * k))
-                bar.update(done_total() - 1)
-                if (plan.out_of_time() or out_of_time()) and \
-                        (not keep or min(ch.n_stored for ch in chains) >= 4):
-                    state["stop"] = True
-                    return
-
-    advance(warmup, keep=False)
-    warm_cut = None
-    if state["stop"]:            # the time budget ran out in the warm-up: 4 draws per chain
-        warm_cut = [c.done for c in chains]
-        for c in chains:
-            c.run(4, keep=True)
-    target = plan.first
-    while True:
-        if warm_cut is None:
-            advance(warmup + target, keep=True)
-        t0 = time.perf_counter()
-        res = relabel([c.result() for c in chains], mode, copy=True)
-        draws = to_draws(res)
-        length = res[0]["n_stored"]
-        fake = [{"n_stored": length, "draws": {nm: draws[nm][i] for nm in names}}
-                for i in range(n)]
-        extra = plan.decide(fake, names)
-        state["per_draw"] = (time.perf_counter() - t0) / max(length, 1)
-        if extra <= 0 or state["stop"]:
-            if state["stop"] and plan.reason is None:
-                plan.reason = f"time budget of {plan.max_seconds:g} s spent"
-            if warm_cut is not None and plan.reason.startswith("time budget"):
-                plan.reason += (f" during the warm-up: it was cut at {min(warm_cut)}-"
-                                f"{max(warm_cut)} of {warmup} iterations per chain, then 4 "
-                                "draws per chain were made")
-            bar.close()
-            return res
-        target = length + extra
-        ess, rh = plan.worst
-        bar.retotal(n * (warmup + target),
-                    f"{n} chains | worst ESS {ess:.0f} (>= 400), R-hat {rh:.3f} (<= 1.01)")
+    return _until.run_rounds(chains, warmup, plan, bar, names, to_draws,
+                             lambda results: relabel(results, mode, copy=True),
+                             block_seconds=BLOCK_SECONDS)

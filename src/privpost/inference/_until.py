@@ -14,6 +14,16 @@ the sampling, checked between blocks of about 0.1 s; on expiry the chains stop w
 and are truncated to a common length). Draws are never discarded between rounds, so the result
 is the same chain as one run of the final length (a fixed ``draws=`` of that length, the same
 seed and the same driver -- compiled or generic -- give the same draws).
+
+:func:`run_rounds` is the driver of the samplers whose chains are resumable objects in this
+process (the HMM samplers, :mod:`privpost.inference._hmm_until`; DPapprox,
+:mod:`privpost.inference.compositional_approx`): each chain has ``run(k, keep)`` (``k`` more
+iterations, their draws kept or not), ``done`` (iterations run), ``n_stored`` (draws kept) and
+``result()`` (a dict of the kept draws, ``n_stored`` included). The chains advance in
+round-robin blocks of about ``block_seconds`` each; the time budget is checked between blocks.
+A sampler passes ``prepare(results) -> results`` (the chains' results made ready for the
+diagnostics: the HMM's state relabelling, or :func:`common_length`). :func:`plan_for` checks the
+budgets a user passed and builds the :class:`Plan`.
 """
 
 from __future__ import annotations
@@ -24,8 +34,10 @@ import time
 import numpy as np
 
 from privpost import diagnostics
+from privpost.errors import PrivpostError
 
-__all__ = ["Plan", "FIRST_DRAWS", "MAX_DRAWS", "MAX_SECONDS"]
+__all__ = ["Plan", "FIRST_DRAWS", "MAX_DRAWS", "MAX_SECONDS", "plan_for", "run_rounds",
+           "common_length"]
 
 FIRST_DRAWS = 1000      # draws per chain of the first round
 MAX_DRAWS = 50_000      # default iteration budget: retained draws per chain
@@ -83,3 +95,123 @@ class Plan:
         return (f"run until converged: stopped after {self.rounds} round(s) at {length} draws "
                 f"per chain ({self.reason or 'stopped'}; worst bulk/tail ESS {ess:.0f}, worst "
                 f"R-hat {rh:.4f}; {budget})")
+
+
+def plan_for(max_draws, max_seconds, *, first: int, default_draws: int,
+             default_seconds: float) -> Plan:
+    """The :class:`Plan` of a run until converged from a user's budgets, checked:
+    ``max_draws`` (kept draws per chain, integer >= 4; default ``default_draws``) and
+    ``max_seconds`` (number > 0; default ``default_seconds`` when neither budget is given,
+    ``None`` with ``max_draws`` given: no time budget); rounds start at ``first`` draws."""
+    if max_draws is None:
+        budget = default_draws
+        if max_seconds is None:
+            max_seconds = default_seconds
+    else:
+        if isinstance(max_draws, bool) or not isinstance(max_draws, (int, np.integer)) \
+                or max_draws < 4:
+            raise PrivpostError(f"max_draws must be an integer >= 4 (kept draws per chain), "
+                                f"got {max_draws!r}")
+        budget = int(max_draws)
+    if max_seconds is not None and (isinstance(max_seconds, bool)
+                                    or not isinstance(max_seconds, (int, float))
+                                    or not (max_seconds > 0 and math.isfinite(max_seconds))):
+        raise PrivpostError(f"max_seconds must be a number > 0 (seconds) or None, got "
+                            f"{max_seconds!r}")
+    return Plan(first, budget, max_seconds)
+
+
+def common_length(results: list[dict]) -> list[dict]:
+    """The chains' result dicts truncated to their common length: every array whose first
+    axis is the chain's ``n_stored`` is cut to ``min(n_stored)`` (views, no copies)."""
+    length = min(r["n_stored"] for r in results)
+    out = []
+    for r in results:
+        n = r["n_stored"]
+        d = {k: (v[:length] if isinstance(v, np.ndarray) and v.ndim and v.shape[0] == n else v)
+             for k, v in r.items()}
+        d["n_stored"] = length
+        out.append(d)
+    return out
+
+
+def run_rounds(chains, warmup: int, plan: Plan, bar, names, to_draws, prepare,
+               block_seconds: float = 0.2) -> list[dict]:
+    """Run the resumable chain objects ``chains`` (module docstring) until ``plan`` stops:
+    ``warmup`` iterations each (not kept), then rounds of kept draws.
+
+    The time budget (counted from ``plan.t0``; the predicted cost of the next decision --
+    ``prepare`` and the diagnostics, from the last one's cost per draw -- set aside) is checked
+    between blocks. On expiry in the warm-up, the warm-up is cut there and every chain makes 4
+    draws (``run(4, keep=True)``, so that the diagnostics can say how far from converged the run
+    is); after it the chains stop once each holds 4 draws. ``bar``: a
+    :class:`~privpost.inference._progress.ProgressBar` (total updated each round, worst ESS /
+    R-hat in its description). ``prepare(results) -> results``: the chains' ``result()`` dicts
+    made ready for the diagnostics, truncated to a common length (``n_stored``);
+    ``to_draws(results) -> dict`` maps them to the Posterior's draws (``names``,
+    ``(chains, S, ...)``). Returns the prepared results of the last round; ``plan.reason``
+    says why it stopped."""
+    n = len(chains)
+    # "reserve": the predicted seconds of the next decision (prepare + diagnostics, which
+    # grow with the draws: the last decision's seconds per draw times the draws), kept out of
+    # the time budget so that the run ends near max_seconds, not one decision after it
+    state = {"block": 1, "stop": False, "per_draw": 0.0}
+
+    def out_of_time() -> bool:
+        if plan.max_seconds is None:
+            return False
+        reserve = state["per_draw"] * min(c.n_stored for c in chains)
+        return time.perf_counter() - plan.t0 + reserve > plan.max_seconds
+
+    def done_total():
+        return sum(c.done for c in chains)
+
+    def advance(target: int, keep: bool) -> None:
+        while not state["stop"] and any(c.done < target for c in chains):
+            for c in chains:
+                k = min(state["block"], target - c.done)
+                if k <= 0:
+                    continue
+                t0 = time.perf_counter()
+                c.run(k, keep)
+                dt = time.perf_counter() - t0
+                if k == state["block"]:         # aim each block at block_seconds
+                    state["block"] = int(min(max(1, k * block_seconds / max(dt, 1e-6)),
+                                             4 * k))
+                bar.update(done_total() - 1)
+                if (plan.out_of_time() or out_of_time()) and \
+                        (not keep or min(ch.n_stored for ch in chains) >= 4):
+                    state["stop"] = True
+                    return
+
+    advance(warmup, keep=False)
+    warm_cut = None
+    if state["stop"]:            # the time budget ran out in the warm-up: 4 draws per chain
+        warm_cut = [c.done for c in chains]
+        for c in chains:
+            c.run(4, keep=True)
+    target = plan.first
+    while True:
+        if warm_cut is None:
+            advance(warmup + target, keep=True)
+        t0 = time.perf_counter()
+        res = prepare([c.result() for c in chains])
+        draws = to_draws(res)
+        length = res[0]["n_stored"]
+        fake = [{"n_stored": length, "draws": {nm: draws[nm][i] for nm in names}}
+                for i in range(n)]
+        extra = plan.decide(fake, names)
+        state["per_draw"] = (time.perf_counter() - t0) / max(length, 1)
+        if extra <= 0 or state["stop"]:
+            if state["stop"] and plan.reason is None:
+                plan.reason = f"time budget of {plan.max_seconds:g} s spent"
+            if warm_cut is not None and plan.reason.startswith("time budget"):
+                plan.reason += (f" during the warm-up: it was cut at {min(warm_cut)}-"
+                                f"{max(warm_cut)} of {warmup} iterations per chain, then 4 "
+                                "draws per chain were made")
+            bar.close()
+            return res
+        target = length + extra
+        ess, rh = plan.worst
+        bar.retotal(n * (warmup + target),
+                    f"{n} chains | worst ESS {ess:.0f} (>= 400), R-hat {rh:.3f} (<= 1.01)")

@@ -624,22 +624,9 @@ def _until_plan(max_draws, max_seconds):
     """The :class:`~privpost.inference._until.Plan` of a run until converged, budgets checked
     (defaults :data:`~privpost.inference._hmm_until.MAX_DRAWS` draws per chain and
     :data:`~privpost.inference._hmm_until.MAX_SECONDS` s; ``max_seconds=None`` with
-    ``max_draws`` given: no time budget)."""
+    ``max_draws`` given: no time budget; :func:`privpost.inference._until.plan_for`)."""
     from privpost.inference import _hmm_until, _until
 
-    if max_draws is None:
-        budget = _hmm_until.MAX_DRAWS
-        if max_seconds is None:
-            max_seconds = _hmm_until.MAX_SECONDS
-    else:
-        if isinstance(max_draws, bool) or not isinstance(max_draws, (int, np.integer)) \
-                or max_draws < 4:
-            raise PrivpostError(f"max_draws must be an integer >= 4 (kept draws per chain), "
-                                f"got {max_draws!r}")
-        budget = int(max_draws)
-    if max_seconds is not None and (isinstance(max_seconds, bool)
-                                    or not isinstance(max_seconds, (int, float))
-                                    or not (max_seconds > 0 and math.isfinite(max_seconds))):
-        raise PrivpostError(f"max_seconds must be a number > 0 (seconds) or None, got "
-                            f"{max_seconds!r}")
-    return _until.Plan(_hmm_until.FIRST_DRAWS, budget, max_seconds)
+    return _until.plan_for(max_draws, max_seconds, first=_hmm_until.FIRST_DRAWS,
+                           default_draws=_hmm_until.MAX_DRAWS,
+                           default_seconds=_hmm_until.MAX_SECONDS)
