@@ -59,17 +59,25 @@ def commands(lang: str, body: str, env: dict | None = None) -> list[tuple[str, l
     return out
 
 
-def run_cli(args: list[str], *, source: str = "", expect: int = 0) -> str:
-    """Run ``privpost args[1:]`` in-process; return its output (status and no-traceback checked)."""
+def run_cli(args: list[str], *, source: str = "", expect=0) -> str:
+    """Run ``privpost args[1:]`` in-process; return its output (status and no-traceback checked).
+
+    ``expect``: the exit status required, or a tuple of the statuses allowed.
+    """
     from typer.testing import CliRunner
 
     from privpost.cli import app
 
     assert args[0] == "privpost", f"not a privpost command: {source or args}"
     res = CliRunner().invoke(app, args[1:])
-    assert res.exit_code == expect, f"{source}\nexit {res.exit_code}\n{res.output}"
+    allowed = expect if isinstance(expect, tuple) else (expect,)
+    assert res.exit_code in allowed, f"{source}\nexit {res.exit_code}\n{res.output}"
     assert "Traceback" not in res.output, f"{source}\n{res.output}"
+    LAST_STATUS[0] = res.exit_code
     return res.output
+
+
+LAST_STATUS = [0]     # exit status of the last run_cli call (for commands allowed several)
 
 
 def exec_python(body: str, ns: dict, name: str) -> str:
@@ -86,6 +94,7 @@ class PageRun:
 
     outputs: list[tuple[str, str, str]] = field(default_factory=list)
     ns: dict = field(default_factory=dict)
+    status: dict = field(default_factory=dict)     # command source line -> exit status
 
     def output_of(self, fragment: str) -> str:
         """Output of the one command / block whose source contains ``fragment``, whitespace
@@ -104,7 +113,7 @@ def page_text(page: str) -> str:
 
 
 def run_page(page: str, *, quick: dict[str, str] | None = None, skip=None,
-             save_as: dict[str, str] | None = None, expect: dict[str, int] | None = None,
+             save_as: dict[str, str] | None = None, expect: dict | None = None,
              text: str | None = None) -> PageRun:
     """Run every block of ``docs/<page>`` in the current directory.
 
@@ -113,7 +122,8 @@ def run_page(page: str, *, quick: dict[str, str] | None = None, skip=None,
         page, so the test runs what the page tells a reader to run.
     skip : predicate on a command's source line; True = not run here (a slow test runs it).
     save_as : {language: file name}: blocks of that language are written to that file.
-    expect : {fragment: exit status} for commands whose documented status is not 0.
+    expect : {fragment: exit status or tuple of statuses} for commands whose documented status
+        is not always 0 (``--strict`` exits 3 when not converged).
     text : the page text to run instead of the file (tests that break a page on purpose).
     """
     text = page_text(page) if text is None else text
@@ -134,4 +144,5 @@ def run_page(page: str, *, quick: dict[str, str] | None = None, skip=None,
                     continue
                 status = next((s for frag, s in expect.items() if frag in source), 0)
                 run.outputs.append((lang, source, run_cli(args, source=source, expect=status)))
+                run.status[source] = LAST_STATUS[0]
     return run
