@@ -10,6 +10,8 @@ listings, not runnable code) is checked by tests/test_internals_contracts.py.
 
 import json
 import math
+import re
+import shlex
 import sys
 import warnings
 from pathlib import Path
@@ -18,6 +20,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+from _docblocks import blocks as _blocks  # noqa: E402
+from _docblocks import commands as _commands  # noqa: E402
 from _docblocks import page_text, run_cli, run_page  # noqa: E402
 
 
@@ -128,6 +132,68 @@ def test_compositional_split_and_censoring_claims():
     picked = {rule: dpss_release(skewed, 1.0, 1.0, rule=rule, seed=6).releases[1]
               .query.to_dict()["threshold"] for rule in ("printed", "prose")}
     assert picked["printed"] == 0.01 and picked["prose"] < 0.01
+
+
+def _method_table():
+    """The page's table of DP methods: [(method, [priors], [priors needing a split release])]."""
+    rows = []
+    for line in page_text(COMP).splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != 5 or not cells[0].startswith("DP"):
+            continue
+        method = cells[1].strip("`")
+        priors = re.findall(r"p\d", cells[2])
+        if "…" in cells[2]:                                 # "p1 … p5"
+            priors = [f"p{i}" for i in range(int(priors[0][1]), int(priors[-1][1]) + 1)]
+        split = re.findall(r"p\d", cells[3])
+        if "–" in cells[3]:                                 # "p2–p5: split"
+            split = [f"p{i}" for i in range(int(split[0][1]), int(split[-1][1]) + 1)]
+        rows.append((method, priors, split))
+    assert [r[0] for r in rows] == ["dpboots", "dpmcmc", "dpremcmc", "dpabc", "dpapprox"]
+    return rows
+
+
+def _dpss(out, *extra):
+    """The page's data (its first python block) and its dpss command, seeded, to ``out``."""
+    text = page_text(COMP)
+    data_block = next(body for lang, body in _blocks(text) if lang == "python")
+    assert "group_f.csv" in data_block
+    exec(data_block, {})
+    cmd = next(src for lang, body in _blocks(text) for src, _ in _commands(lang, body)
+               if src.startswith("privpost dpss"))
+    args = shlex.split(cmd.replace("f_release.json", out)) + ["--seed", "1", *extra]
+    run_cli(args, source=cmd)
+
+
+def _infer(release, method, prior, *, expect=0):
+    args = ["privpost", "infer", release, "--model", "dirichlet:parts=3", "--method", method,
+            "--draws", "200", "--warmup", "200", "--chains", "2", "--no-progress"]
+    if prior:
+        args += ["--option", f"prior={prior}"]
+    return _flat(run_cli(args, source=" ".join(args), expect=expect))
+
+
+def test_compositional_method_table_quick():
+    """Each DP method of the table runs on the page's release with its first prior; the priors
+    the table says need a split release are refused on an unsplit one, saying what to type."""
+    _dpss("f_release.json")
+    for method, priors, split in _method_table():
+        out = _infer("f_release.json", method, priors[0] if priors else None)
+        assert f"posterior ({method}" in out, out[:300]
+        if split:
+            err = _infer("f_release.json", method, split[0], expect=(1, 2))
+            assert "--split" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_compositional_method_table_full():
+    """Every (method, prior) pair of the table on a split release (--split 0.25)."""
+    _stated(COMP, "With `--split 0.25`")
+    _dpss("split.json", "--split", "0.25")
+    for method, priors, _ in _method_table():
+        for prior in priors or [None]:
+            out = _infer("split.json", method, prior)
+            assert f"posterior ({method}" in out and (prior is None or f"prior {prior}" in out)
 
 
 # ============================================================================================
