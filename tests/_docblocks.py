@@ -59,11 +59,9 @@ def commands(lang: str, body: str, env: dict | None = None) -> list[tuple[str, l
     return out
 
 
-def run_cli(args: list[str], *, source: str = "", expect=0) -> str:
-    """Run ``privpost args[1:]`` in-process; return its output (status and no-traceback checked).
-
-    ``expect``: the exit status required, or a tuple of the statuses allowed.
-    """
+def invoke_cli(args: list[str], *, source: str = "", expect=0) -> tuple[int, str]:
+    """Run ``privpost args[1:]`` in-process: (exit status, output), status and no traceback
+    checked. ``expect``: the exit status required, or a tuple of the statuses allowed."""
     from typer.testing import CliRunner
 
     from privpost.cli import app
@@ -73,11 +71,12 @@ def run_cli(args: list[str], *, source: str = "", expect=0) -> str:
     allowed = expect if isinstance(expect, tuple) else (expect,)
     assert res.exit_code in allowed, f"{source}\nexit {res.exit_code}\n{res.output}"
     assert "Traceback" not in res.output, f"{source}\n{res.output}"
-    LAST_STATUS[0] = res.exit_code
-    return res.output
+    return res.exit_code, res.output
 
 
-LAST_STATUS = [0]     # exit status of the last run_cli call (for commands allowed several)
+def run_cli(args: list[str], *, source: str = "", expect=0) -> str:
+    """:func:`invoke_cli`'s output."""
+    return invoke_cli(args, source=source, expect=expect)[1]
 
 
 def exec_python(body: str, ns: dict, name: str) -> str:
@@ -143,6 +142,7 @@ def run_page(page: str, *, quick: dict[str, str] | None = None, skip=None,
                 if skip is not None and skip(source):
                     continue
                 status = next((s for frag, s in expect.items() if frag in source), 0)
-                run.outputs.append((lang, source, run_cli(args, source=source, expect=status)))
-                run.status[source] = LAST_STATUS[0]
+                code, out = invoke_cli(args, source=source, expect=status)
+                run.outputs.append((lang, source, out))
+                run.status[source] = code
     return run

@@ -142,7 +142,8 @@ def test_query_contract():
     from privpost.queries import Query
 
     seen = check_defs(Query, _block("class Query"), where="Query")
-    assert {"validate_records", "t", "statistic", "sensitivity", "to_dict", "from_dict"} <= set(seen)
+    assert {"validate_records", "t", "statistic", "sensitivity", "to_dict",
+            "from_dict"} <= set(seen)
 
 
 def test_release_contract():

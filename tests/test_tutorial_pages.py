@@ -122,12 +122,17 @@ def test_compositional_split_and_censoring_claims():
         assert math.isclose(r.mechanism.scale, -3 * math.log(a) / (r.n * 0.125))
     # "The seed's printed formula (--rule printed) ... picks a = 0.01 for skewed data (28% of
     # records censored for α = (0.5, 0.5, 0.5))"
-    _stated(COMP, "picks a = 0.01 for skewed data (28% of records censored for α = (0.5, 0.5, 0.5))")
+    _stated(COMP, "picks a = 0.01 for skewed data (28% of records censored for "
+                  "α = (0.5, 0.5, 0.5))")
     rng = np.random.default_rng(5)
     x = rng.dirichlet([0.5, 0.5, 0.5], size=100_000)
+    tol = 0.005 + 4 * math.sqrt(0.28 * 0.72 / x.shape[0])  # rounding of "28%" + 4 MC s.e.
     frac = float((x.min(axis=1) < 0.01).mean())
-    # "28%" holds to rounding (±0.005) plus 4 Monte Carlo standard errors
-    assert abs(frac - 0.28) < 0.005 + 4 * math.sqrt(0.28 * 0.72 / x.shape[0]), frac
+    assert abs(frac - 0.28) < tol, frac
+    # wrong variants the check tells apart: another threshold, another α
+    assert abs(float((x.min(axis=1) < 0.001).mean()) - 0.28) > tol
+    y = rng.dirichlet([1.0, 1.0, 1.0], size=100_000)
+    assert abs(float((y.min(axis=1) < 0.01).mean()) - 0.28) > tol
     skewed = rng.dirichlet([0.5, 0.5, 0.5], size=2000)
     picked = {rule: dpss_release(skewed, 1.0, 1.0, rule=rule, seed=6).releases[1]
               .query.to_dict()["threshold"] for rule in ("printed", "prose")}
@@ -183,6 +188,12 @@ def test_compositional_method_table_quick():
         if split:
             err = _infer("f_release.json", method, split[0], expect=(1, 2))
             assert "--split" in err and "Traceback" not in err
+    # "Every approximation is listed in the posterior's notes (`--json` prints them)"
+    _stated(COMP, "Every approximation is listed in the posterior's notes (`--json` prints them)")
+    args = ["privpost", "infer", "f_release.json", "--model", "dirichlet:parts=3", "--method",
+            "dpabc", "--option", "prior=p1", "--draws", "200", "--json"]
+    notes = json.loads(run_cli(args))["notes"]
+    assert any("rejection ABC approximation" in note for note in notes)
 
 
 @pytest.mark.slow
@@ -194,6 +205,35 @@ def test_compositional_method_table_full():
         for prior in priors or [None]:
             out = _infer("split.json", method, prior)
             assert f"posterior ({method}" in out and (prior is None or f"prior {prior}" in out)
+
+
+def test_compositional_release_is_rechecked():
+    """"loading it re-checks every scale ... the analysis methods also re-check that a is what
+    the rule selects": a tampered scale is refused on load, a tampered a by infer."""
+    _stated(COMP, "loading it (any command) re-checks every scale and the total privacy")
+    _stated(COMP, "the analysis methods (`privpost infer`) also re-check that a is what the rule "
+                  "selects from the released score")
+    _dpss("f_release.json")
+    doc = json.loads(Path("f_release.json").read_text())
+    stat = doc["releases"][1]
+    a, n, eps1 = stat["query"]["threshold"], stat["n"], 0.125
+    bad = json.loads(json.dumps(doc))
+    bad["releases"][1]["mechanism"]["scale"] *= 1.1
+    Path("bad_scale.json").write_text(json.dumps(bad))
+    err = _flat(run_cli(["privpost", "inspect", "bad_scale.json"], expect=(1, 2)))
+    assert "releases[1].mechanism.scale" in err
+    # another a, made consistent in every other respect (scale, sensitivity, labels)
+    other = 0.001 if a != 0.001 else 1e-4
+    bad = json.loads(json.dumps(doc))
+    rel = bad["releases"][1]
+    rel["query"]["threshold"] = other
+    rel["mechanism"]["sensitivity"] = -3 * math.log(other) / n
+    rel["mechanism"]["scale"] = -3 * math.log(other) / (n * eps1)
+    rel["labels"] = [lab.replace(f", {a:g})", f", {other:g})") for lab in rel["labels"]]
+    Path("bad_a.json").write_text(json.dumps(bad))
+    run_cli(["privpost", "inspect", "bad_a.json"])              # a valid release set as such
+    err = _infer("bad_a.json", "dpboots", None, expect=(1, 2))
+    assert "is not the threshold the rule" in err
 
 
 # ============================================================================================
@@ -247,6 +287,10 @@ def test_hmm_page_runs_full_size():
     post = run.ns["post"]
     assert post.converged == (not any("NOT CONVERGED" in n for n in post.notes))
     assert str(post.converged) in run.printed
+    # "4 chains ... max_draws (default 5000 kept draws per chain) and max_seconds (default 60 s)"
+    _stated(HMM, "`max_draws` (default 5000 kept draws per chain) and `max_seconds` (default 60 s")
+    assert post.draws["pi"].shape[0] == 4
+    assert "budgets: 5000 draws per chain, 60 s" in _flat(" ".join(post.notes))
 
 
 # ============================================================================================
