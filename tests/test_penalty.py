@@ -463,19 +463,22 @@ def test_reproduction_tiny(tmp_path):
 
 
 def test_tutorial_code_runs(tmp_path, monkeypatch):
-    """The Python blocks of docs/penalty_mcmc.md run and print what the page says."""
+    """Every block of docs/penalty_mcmc.md runs (python blocks and the CLI command, through
+    tests/_docblocks.py) and prints what the page says."""
+    import sys
     from pathlib import Path
-    import re
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "penalty_mcmc.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert len(blocks) == 2
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _docblocks import run_page
+
     monkeypatch.chdir(tmp_path)
-    ns: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        exec(blocks[0], ns)
-        exec(blocks[1], ns)
+        run = run_page("penalty_mcmc.md")
+    assert sum(lang == "python" for lang, _, _ in run.outputs) == 3
+    ns = run.ns
     assert ns["res"].iterations_allowed == {"tight": 322, "advanced": 5}
     assert round(ns["res"].privacy.epsilon, 4) == 0.9988
     assert (tmp_path / "chain.json").exists()
+    cli = run.output_of("privpost penalty")
+    assert "iterations allowed: tight 322, advanced 5" in cli and "(0.998786, 1e-06)-DP" in cli
