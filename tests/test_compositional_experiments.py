@@ -183,8 +183,8 @@ def test_atus_units_are_cached_resumable_and_independent_of_order(tmp_path, monk
 
 
 def test_simulation_dp_max_seconds_runs_dpmcmc_until_converged(tmp_path, monkeypatch):
-    """``--dp-max-seconds`` gives DPMCMC damcmc's run-until-converged rule (draws=None plus
-    the budget) and leaves the other methods' fixed draws alone."""
+    """``--dp-max-seconds`` gives DPMCMC and DPapprox their run-until-converged rule
+    (draws=None plus the budget) and leaves the other methods' fixed draws alone."""
     from privpost.experiments import guo2023_sim
 
     seen = {}
@@ -197,12 +197,12 @@ def test_simulation_dp_max_seconds_runs_dpmcmc_until_converged(tmp_path, monkeyp
 
     monkeypatch.setattr(sys.modules["privpost.experiments.reproduce"], "_study", fake_study)
     s = {"alphas": ("alpha1",), "n": (60,), "epsilon": (1e10,), "replicates": 1,
-         "methods": ("DPMCMCp1", "DPMCMCp4", "DPreMCMCp4", "DPABCp5"), "draws": 30,
+         "methods": ("DPMCMCp1", "DPMCMCp4", "DPapproxp3", "DPreMCMCp4", "DPABCp5"), "draws": 30,
          "warmup": 30, "prior_draws": 40, "dp_max_seconds": 45.0}
     with pytest.raises(RuntimeError, match="stop"):
         guo2023_sim.run_sim(_Ctx("guo2023-compositional", "quick", s, tmp_path, 1,
                                  {"workers": 1, "scheduler": None, "progress": False}))
-    for lab in ("DPMCMCp1", "DPMCMCp4"):
+    for lab in ("DPMCMCp1", "DPMCMCp4", "DPapproxp3"):
         assert seen[lab]["draws"] is None and seen[lab]["max_seconds"] == 45.0
         assert seen[lab]["warmup"] == 30
     for lab in ("DPreMCMCp4", "DPABCp5", "MCMCp1"):

@@ -269,8 +269,8 @@ def run_sim(ctx):
                             "split": split, "draws": s["draws"], "truth": truth}
             if meth in ("dpmcmc", "dpremcmc", "dpapprox"):
                 methods[lab]["warmup"] = s["warmup"]
-            if meth == "dpmcmc" and s.get("dp_max_seconds"):
-                # damcmc's default run: rounds until R-hat <= 1.01 and ESS >= 400, or the budget
+            if meth in ("dpmcmc", "dpapprox") and s.get("dp_max_seconds"):
+                # their default run: rounds until R-hat <= 1.01 and ESS >= 400, or the budget
                 methods[lab]["draws"] = None
                 methods[lab]["max_seconds"] = float(s["dp_max_seconds"])
             if prior in ("p2", "p3", "p4", "p5"):
@@ -325,7 +325,8 @@ def main(argv=None):
     """``python -m privpost.experiments.guo2023_sim --size study|quick|full --out DIR
     [--workers N] [--alphas alpha1,alpha3] [--replicates R] [--methods all|L1,L2]
     [--n 1000,5000] [--epsilon 0.5,1e10] [--draws S] [--dp-max-seconds T]`` (``--draws`` sets
-    draws and warm-up; ``--dp-max-seconds`` runs DPMCMC until converged, warm-up ``--draws``,
+    draws and warm-up; ``--dp-max-seconds`` runs DPMCMC and DPapprox until converged, warm-up
+    ``--draws``,
     within T seconds per fit)."""
     import argparse
     from pathlib import Path
@@ -344,8 +345,8 @@ def main(argv=None):
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--dp-max-seconds", type=float, default=None,
-                    help="run DPMCMC until converged (damcmc's default rule) within this budget "
-                         "per fit, instead of the fixed --draws")
+                    help="run DPMCMC and DPapprox until converged (their default rule) within "
+                         "this budget per fit, instead of the fixed --draws")
     args = ap.parse_args(argv)
     rep = REPRODUCTIONS["guo2023-compositional"]
     settings = dict(STUDY_SIZE if args.size == "study" else rep.sizes[args.size])
