@@ -105,6 +105,7 @@ def _check_common(run):
     groups = az.from_netcdf("post.nc").groups()
     assert {"posterior", "posterior_predictive", "observed_data"} <= set(groups)
     assert type(ns["check"]).__name__ == "PredictiveCheck"
+    assert "posterior" in ns["post"].to_arviz().groups()   # "with a `posterior` group"
 
     # budget: "two shares of 0.5 and their total"; bundle: "total 1-DP"
     budget = run.output_of("privpost budget")
@@ -171,7 +172,8 @@ def test_readme_statements():
     assert "answr" in out
     run_cli(["privpost", "release", "s.csv", "--nosuch"], expect=2)
     # the inline --spec example is a working spec
-    spec = re.search(r"A release spec for `--spec` is a JSON object\s+`(\{.*?\})`\.", TEXT, re.S)
+    spec = re.search(r"A release spec for `--spec` is a\s+JSON object\s+`(\{.*?\})`\.", TEXT,
+                     re.S)
     assert spec, "README no longer shows the --spec example"
     Path("spec.json").write_text(spec.group(1).replace("\n", " "))
     rng = np.random.default_rng(0)
@@ -188,6 +190,21 @@ def test_readme_statements():
     named = {m for ln in table for m in re.findall(r"`([a-z-]+)`", ln.split("|")[1])}
     assert named and named - {"penalty-mcmc"} <= set(METHODS), named - set(METHODS)
     assert "penalty" in run_cli(["privpost", "--help"])          # `privpost penalty`
+    # the resource limits and their defaults, as stated
+    from privpost import limits
+
+    _stated("query dimension (`max_dim`, 10^6), record count (`max_n`, 10^9)")
+    _stated("noise scales (10^-150 to 10^150)")
+    default = limits.get_limits()
+    assert default.max_dim == 10**6 and default.max_n == 10**9
+    assert default.parameter_range == (1e-150, 1e150)
+    assert default.max_latent > 0 and default.max_draws > 0
+    _stated("`privpost.limits.set_limits(max_dim=10**7)`")
+    try:
+        assert limits.set_limits(max_dim=10**7) == default           # returns the old ones
+        assert limits.get_limits().max_dim == 10**7
+    finally:
+        limits.set_limits(max_dim=default.max_dim)
 
 
 def _links(text: str) -> list[str]:
@@ -200,6 +217,21 @@ def _links(text: str) -> list[str]:
 
 def _missing(text: str) -> list[str]:
     return [p for p in _links(text) if not any(ROOT.glob(p.rstrip("/")))]
+
+
+def test_readme_atus_pointer(monkeypatch):
+    """"set `PRIVPOST_ATUS_DIR` to the folder holding its `group_f.csv` and `group_m.csv` (a
+    source checkout has a 150-row sample of each in `tests/data/atus_small/`)": the variable
+    is what the reproduction reads, and the sample is there."""
+    from privpost.experiments.guo2023_atus import atus_dir
+
+    _stated("set `PRIVPOST_ATUS_DIR` to the folder holding its `group_f.csv` and `group_m.csv`")
+    _stated("a 150-row sample of each in `tests/data/atus_small/`")
+    sample = ROOT / "tests" / "data" / "atus_small"
+    for name in ("group_f.csv", "group_m.csv"):
+        assert len((sample / name).read_text().splitlines()) == 151      # header + 150 rows
+    monkeypatch.setenv("PRIVPOST_ATUS_DIR", str(sample))
+    assert atus_dir() == sample
 
 
 def test_readme_links_exist():
