@@ -137,11 +137,11 @@ CASES = {
     "naive/hmm": Case("naive", lambda: _recipe("hmm"), dict(max_draws=40, warmup=20, chains=2),
                       dict(max_draws=3000, warmup=250, chains=4), cli=True),
     "naive/hmm-fixed-draws": Case("naive", lambda: _recipe("hmm"), SHORT, None),
-    "damcmc/hmm-fixed-draws": Case("damcmc", lambda: _recipe("hmm"), SHORT,
-                                   dict(max_draws=3000)),
+    "damcmc/hmm": Case("damcmc", lambda: _recipe("hmm"), SHORT, dict(max_draws=3000)),
     "nonprivate/hmm": Case("nonprivate", lambda: _recipe("hmm", True), SHORT,
                            dict(max_draws=3000)),
-    # one chain of fixed length (privacy): the check reads its kept iterations
+    # one chain of fixed length (privacy; the default 100 + 100 is "short"): keep="all" returns
+    # the chain; keep="last" (default): test_hmm_ops_default_warns_without_changing_its_length
     "ops/hmm": Case("ops", lambda: _recipe("hmm", True), dict(keep="all"),
                     dict(draws=3000, warmup=500, keep="all")),
     # damcmc on the DPss statistic (the warning is damcmc's; the method renames the result)
