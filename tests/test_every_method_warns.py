@@ -118,7 +118,9 @@ class Case:
     long: dict | None         # a run that converges: must not warn (None: not cheap, see slow)
     cli: bool = False         # also through `privpost infer --strict` (short: 3, long: 0)
     chain_draws: bool = True  # post.draws are the chain (thresholds recomputed from them)
-    slow_long: bool = False
+    slow_long: bool = False   # the long run is @slow
+    #: the long run converges (measured); False: only "warns iff the thresholds are missed"
+    long_converges: bool = True
 
 
 SHORT = dict(draws=20, warmup=5, chains=4)
@@ -146,7 +148,10 @@ CASES = {
                     dict(draws=3000, warmup=500, keep="all")),
     # damcmc on the DPss statistic (the warning is damcmc's; the method renames the result)
     "dpmcmc": Case("dpmcmc", _dpss, dict(SHORT, cores=1), dict(cores=1), slow_long=True),
-    "dpremcmc": Case("dpremcmc", _dpss, dict(SHORT, cores=1), dict(cores=1), slow_long=True),
+    # its default run (until converged) spends the 50,000-draw budget on this release and warns
+    # (measured: 3 alpha entries miss; model (5)'s pseudo-records, compositional.run_dpremcmc)
+    "dpremcmc": Case("dpremcmc", _dpss, dict(SHORT, cores=1), dict(cores=1), slow_long=True,
+                     long_converges=False),
     # ABC with prior p5, itself D1 DPMCMC draws: the prior's chains are checked
     "dpabc/p5": Case("dpabc", lambda: _dpss(0.25),
                      dict(draws=200, prior="p5", p5_options=dict(draws=20, warmup=5, cores=1)),
@@ -236,7 +241,7 @@ def test_converged_run_does_not_warn(tmp_path, cid):
         converged = post.converged
         assert bool(warned) is (converged is False)
         assert any(n.startswith("NOT CONVERGED") for n in post.notes) is (converged is False)
-    if not case.slow_long:        # cheap cases are chosen to converge: they must not warn
+    if case.long_converges:       # chosen to converge: a method that always warns fails here
         assert converged is True and not warned, post.notes
     if case.cli:
         code, doc = _cli(tmp_path, cid, case, model, rel, case.long)
