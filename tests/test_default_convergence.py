@@ -148,12 +148,15 @@ def _check_consistent(post, warned):
     return not bad
 
 
-def _run_cli(tmp_path, key, model, rel, method, size, warmup, chains, strict=True):
+def _run_cli(tmp_path, key, model, rel, method, size, warmup, chains, strict=True, budget=None):
+    """``privpost infer`` on ``rel`` saved under ``tmp_path``: (exit code, its --json document).
+    ``budget``: the API options of the run's length (default :func:`_budget`; also used by
+    tests/test_every_method_warns.py for the other methods)."""
     path = rel.save(tmp_path / f"{key.replace('/', '_')}-{method}.json")
     args = ["infer", str(path), "--model", json.dumps(model.to_dict()), "--method", method,
             "--warmup", str(warmup), "--chains", str(chains), "--seed", "1", "--no-progress",
             "--json"]
-    for k, v in _budget(key, method, size).items():
+    for k, v in (_budget(key, method, size) if budget is None else budget).items():
         args += ["--draws", str(v)] if k == "draws" else ["--option", f"{k}={v}"]
     if strict:
         args.append("--strict")

@@ -265,11 +265,14 @@ def worst(table: dict) -> tuple[float, float]:
     return (min(ess) if ess else math.nan, max(rh) if rh else math.nan)
 
 
-def flag(post, *, stacklevel: int = 3, table: dict | None = None) -> list[str]:
+def flag(post, *, stacklevel: int = 3, table: dict | None = None,
+         advice: str = "run longer (more draws or warm-up), or change the sampler options"
+         ) -> list[str]:
     """Check a finished :class:`~privpost.Posterior`; when it misses the thresholds add a note
     to ``post.notes`` and issue a :class:`~privpost.errors.ConvergenceWarning`. Returns the
     failing entries (empty when converged). Sets ``post.converged``. ``table``: a
-    :func:`summarise` table of exactly ``post.draws`` (saves recomputing it)."""
+    :func:`summarise` table of exactly ``post.draws`` (saves recomputing it). ``advice``: what
+    to do, in the note and the warning (a sampler whose length may not change says so)."""
     from privpost.errors import ConvergenceWarning
 
     bad = check(post.draws, table=table)
@@ -279,14 +282,13 @@ def flag(post, *, stacklevel: int = 3, table: dict | None = None) -> list[str]:
         msg = (f"NOT CONVERGED ({post.method}, {post.n_chains} chain(s) x {post.n_draws} draws): "
                f"{len(bad)} parameter entr{'y misses' if len(bad) == 1 else 'ies miss'} split "
                f"R-hat <= {RHAT_MAX} or bulk/tail ESS >= {ESS_MIN:.0f} (Vehtari et al. 2021): "
-               f"{shown}. The estimates are unreliable: run longer (more draws or warm-up), "
-               f"or change the sampler options")
+               f"{shown}. The estimates are unreliable: {advice}")
         post.notes.append(msg)
         # the warning's text names the parameters only (the numbers are in the note), so that
         # Python's default filter shows it once per call site and parameter set, not once per
         # run of a simulation study
         names = sorted({b.split(" (", 1)[0].split("[", 1)[0] for b in bad})
         warnings.warn(f"NOT CONVERGED ({post.method}): {', '.join(names)} miss split R-hat <= "
-                      f"{RHAT_MAX} or bulk/tail ESS >= {ESS_MIN:.0f}; run longer (details in "
+                      f"{RHAT_MAX} or bulk/tail ESS >= {ESS_MIN:.0f}; {advice} (details in "
                       f"Posterior.notes)", ConvergenceWarning, stacklevel=stacklevel)
     return bad

@@ -498,7 +498,9 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
     defaults) and ignored: the accepted draws form one "chain". ``progress``: a report on stderr
     every 10% of the simulations. ``p5_options``: options of the D1 DPMCMC chains that build
     prior p5 (:func:`privpost.inference.damcmc.run`; e.g. ``{"draws": None}`` runs them until
-    converged); their diagnostics go to ``chain_stats`` ``prior_r_hat`` / ``prior_ess``.
+    converged); their diagnostics go to ``chain_stats`` ``prior_r_hat`` / ``prior_ess``, their
+    check to ``converged`` (False: damcmc's ConvergenceWarning and ``NOT CONVERGED`` note, so
+    ``privpost infer --strict`` exits 3).
     """
     from privpost.inference.compositional_priors import build_prior
 
@@ -535,4 +537,6 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
     if spec.diagnostics is not None:
         post.chain_stats["prior_r_hat"] = np.full(chains, spec.diagnostics["r_hat"])
         post.chain_stats["prior_ess"] = np.full(chains, spec.diagnostics["ess"])
+        # the p5 prior sample is MCMC output: its check is this posterior's (--strict exits 3)
+        post.converged = spec.diagnostics["converged"]
     return post

@@ -36,7 +36,8 @@ class PriorSpec:
     model: object = None
     draws: np.ndarray | None = None
     notes: list = field(default_factory=list)
-    #: p5: ``{"r_hat": max split R-hat, "ess": min bulk/tail ESS}`` over the alpha entries of
+    #: p5: ``{"r_hat": max split R-hat, "ess": min bulk/tail ESS, "converged": damcmc's
+    #: post.converged}`` over the alpha entries of
     #: the D1 chains (``None`` for the other priors)
     diagnostics: dict | None = None
 
@@ -111,8 +112,13 @@ def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
 
         rows = summarise({"alpha": post.draws["alpha"]}, cheap=True).values()
         diag = {"r_hat": max(r["r_hat"] for r in rows),
-                "ess": min(min(r["ess_bulk"], r["ess_tail"]) for r in rows)}
-        return PriorSpec("p5", draws=draws, diagnostics=diag, notes=[
+                "ess": min(min(r["ess_bulk"], r["ess_tail"]) for r in rows),
+                "converged": post.converged}
+        # damcmc's own NOT CONVERGED note (it has warned already), saying whose chains these are
+        bad = [n.replace("NOT CONVERGED (damcmc,", "NOT CONVERGED (prior p5: damcmc on D1,", 1)
+               + "; for prior p5: p5_options={'draws': None} runs them until converged"
+               for n in post.notes if n.startswith("NOT CONVERGED")]
+        return PriorSpec("p5", draws=draws, diagnostics=diag, notes=bad + [
             f"prior p5: {draws.shape[0]} DPMCMCp1 draws of the DP posterior given the D1 release "
             f"(n1 = {dpss.n1}), resampled with replacement; its chains: max split R-hat "
             f"{diag['r_hat']:.3f}, min bulk/tail ESS {diag['ess']:.0f}"])

@@ -81,7 +81,10 @@ ESS >= 400, or ``max_draws`` / ``max_seconds`` run out; then a ConvergenceWarnin
 CONVERGED`` note, ``converged = False`` (``privpost infer --strict`` exits 3). The progress bar
 shows the worst ESS and R-hat. OPS has no such mode: its number of iterations is part of its
 worst-case privacy bound and a stopping rule that reads the chain would make it depend on the
-confidential data; it keeps the paper's 100 + 100 iterations.
+confidential data; it keeps the paper's 100 + 100 iterations. Its chain is still checked
+(``diagnose=True``; with ``keep="last"`` over the kept iterations before all but the last are
+dropped): a ConvergenceWarning and ``NOT CONVERGED`` note that say to choose a longer
+``warmup=`` in advance (:data:`OPS_ADVICE`), without changing the run's length.
 """
 
 from __future__ import annotations
@@ -412,7 +415,7 @@ def _noise(release):
                             f"discrete versions) on the counts, not {name!r}")
 
 
-def _diagnose(post, method, mode="draws", table=None):
+def _diagnose(post, method, mode="draws", table=None, advice=None):
     """Warn loudly when split R-hat > 1.01 or bulk/tail ESS < 400 for pi, A or theta, as every
     sampler does (:func:`privpost.diagnostics.flag`: a ConvergenceWarning, a note in
     ``post.notes``, ``post.converged``, so that ``privpost infer --strict`` exits 3)."""
@@ -420,7 +423,8 @@ def _diagnose(post, method, mode="draws", table=None):
 
     if post.n_draws < 4:
         return
-    if flag(post, stacklevel=5, table=table) and mode != "draws":
+    kw = {} if advice is None else {"advice": advice}
+    if flag(post, stacklevel=5, table=table, **kw) and mode != "draws":
         post.notes.append(f"{method} (hmm): label switching (the states' labels are arbitrary) "
                           "shows in R-hat and ESS unless relabel='draws'")
 
@@ -590,7 +594,10 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                      " applied to theta, pi, A and z before the diagnostics")
     elif mode == "chains":
         notes.append("chains aligned to chain 0 by a state permutation (label switching)")
+    ops_trace = None
     if method == "ops" and keep == "last":
+        if diagnose:   # the chain's kept trajectory, relabelled, for the check below
+            ops_trace = _draws_of(_hmm_until.relabel(results, "draws", copy=True), model)
         for r in results:
             for key in ("theta", "pi", "A", "z", "counts"):
                 if key in r:
@@ -606,9 +613,39 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
                           chain_stats=chain_stats)
-    if (diagnose or plan is not None) and not (method == "ops" and keep == "last"):
-        _diagnose(post, method, mode, plan.table if plan is not None else None)
+    if ops_trace is not None:
+        _diagnose_ops_last(post, ops_trace, model, release, warmup, draws)
+    elif (diagnose or plan is not None) and not (method == "ops" and keep == "last"):
+        _diagnose(post, method, mode, plan.table if plan is not None else None,
+                  advice=OPS_ADVICE if method == "ops" else None)
     return post
+
+
+#: what an unconverged OPS chain's warning says to do: its length is part of the privacy bound
+OPS_ADVICE = ("OPS runs a fixed number of iterations (the worst-case privacy bound counts them, "
+              "and a stopping rule reading the chain would depend on the confidential data), so "
+              "it does not run longer by itself: choose a larger warmup= (and draws=) before "
+              "seeing the data, e.g. from a simulation on synthetic data of the same size; the "
+              "worst-case epsilon in the notes grows with the iterations")
+
+
+def _diagnose_ops_last(post, trace, model, release, warmup, draws):
+    """OPS with ``keep="last"`` releases the chains' final states only, which no diagnostic can
+    judge: check the chains' ``draws`` kept iterations (``trace``, relabelled) instead, and
+    report on ``post`` (:func:`privpost.diagnostics.flag` with :data:`OPS_ADVICE`: a
+    ConvergenceWarning, a ``NOT CONVERGED`` note, ``post.converged``). The run length is not
+    changed. The check reads the chain run on the confidential records: like the sample it is
+    for the simulation study, not for release."""
+    if draws < 4:
+        return
+    from privpost.diagnostics import flag
+
+    whole = make_posterior(trace, {}, "ops", model, release, [], exact=False)
+    flag(whole, stacklevel=5, advice=OPS_ADVICE + f"; the check is over the {draws} iterations "
+         f"after the {warmup} warm-up ones, the released sample is the last (not for release: "
+         "it reads the chain on the confidential records)")
+    post.converged = whole.converged
+    post.notes.extend(whole.notes)
 
 
 def _draws_of(results, model) -> dict:

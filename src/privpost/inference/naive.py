@@ -27,7 +27,9 @@ Supported (model, query):
 
 Options: ``draws`` (default 1000), ``chains`` (default 4), ``seed``, ``progress`` (a completed bar),
 ``warmup`` (only used by the two-block Gibbs sampler of a LinearRegression with the
-"independent" prior; default 200).
+"independent" prior; default 200). That sampler's draws are a Markov chain, checked like every
+MCMC method's (:func:`privpost.diagnostics.flag`: ConvergenceWarning, ``NOT CONVERGED`` note,
+``converged=False``); the other models' draws are independent and not checked.
 """
 
 from __future__ import annotations
@@ -211,4 +213,8 @@ def run(model, release, *, draws: int = 1000, chains: int = 4, seed=None, progre
     rng = as_generator(seed)
     out = conjugate_draws(model, stat, int(release.n), draws, chains, rng, warmup)
     Progress(1, progress, "naive").update(0)     # the same display as the other methods
-    return make_posterior(out, {}, "naive", model, release, notes, exact=False)
+    post = make_posterior(out, {}, "naive", model, release, notes, exact=False)
+    if not getattr(model, "conjugate", True):    # LinearRegression "independent": Gibbs chains
+        from privpost.diagnostics import flag
+        flag(post, stacklevel=4)   # warning + note when R-hat > 1.01 or ESS < 400
+    return post

@@ -9,7 +9,9 @@ The release (optional, may be ``None``) is only used to check the record count a
 Draws: for the conjugate exponential families of :mod:`privpost.inference.expfam` an exact
 vectorised conjugate draw from the statistic; for every other model, the model's own
 ``update`` kernel iterated per chain (i.i.d. draws for conjugate models; a Markov chain with
-``warmup`` discarded iterations otherwise).
+``warmup`` discarded iterations otherwise, checked by :func:`privpost.diagnostics.flag`: a
+ConvergenceWarning, a ``NOT CONVERGED`` note and ``converged=False`` when it misses split
+R-hat <= 1.01 or bulk/tail ESS >= 400).
 
 Options: ``records`` (required), ``draws`` (1000), ``chains`` (4), ``warmup`` (0 for conjugate
 models, else 1000), ``seed``, ``progress``, ``clamp`` (False): with a ``Sum``/``Mean`` release
@@ -96,4 +98,8 @@ def run(model, release=None, *, records=None, draws: int = 1000, chains: int = 4
             k += 1
     if not conj:
         notes.append(f"draws from the model's update kernel (MCMC, {warmup} warm-up iterations)")
-    return make_posterior(out, {}, "nonprivate", model, release, notes, exact=False)
+    post = make_posterior(out, {}, "nonprivate", model, release, notes, exact=False)
+    if not conj:     # a Markov chain: checked like every MCMC method's draws
+        from privpost.diagnostics import flag
+        flag(post, stacklevel=4)   # warning + note when R-hat > 1.01 or ESS < 400
+    return post

@@ -14,9 +14,10 @@ targets the exact posterior:
 2. ``p | c ~ Dirichlet(alpha + counts(c))``.
 
 Both steps are exact conditional draws, so the chain is invariant for ``p(p, c | r)``.
-Options: ``draws`` (1000), ``warmup`` (500), ``chains`` (4), ``seed``, ``progress``. A run that
-misses split R-hat <= 1.01 or bulk/tail ESS >= 400 warns (ConvergenceWarning), says so in a
-``NOT CONVERGED`` note and sets ``converged=False`` (:func:`privpost.diagnostics.flag`).
+Options: ``draws`` (1000), ``warmup`` (500), ``chains`` (4), ``seed``, ``progress``. The
+chains are checked like every MCMC method's (:func:`privpost.diagnostics.flag`:
+ConvergenceWarning, ``NOT CONVERGED`` note, ``converged=False`` when split R-hat > 1.01 or
+bulk/tail ESS < 400).
 """
 
 from __future__ import annotations
@@ -90,5 +91,5 @@ def run(model, release, *, draws: int = 1000, warmup: int = 500, chains: int = 4
     post = make_posterior({"p": out}, {}, "randomized-response", model, release, notes,
                           exact=True)
     from privpost.diagnostics import flag
-    flag(post)           # warning + note when R-hat > 1.01 or ESS < 400, as gibbs-ss does
+    flag(post, stacklevel=4)   # warning + note when R-hat > 1.01 or ESS < 400
     return post
