@@ -8,13 +8,25 @@ The release (optional, may be ``None``) is only used to check the record count a
 
 Draws: for the conjugate exponential families of :mod:`privpost.inference.expfam` an exact
 vectorised conjugate draw from the statistic; for every other model, the model's own
-``update`` kernel iterated per chain (i.i.d. draws for conjugate models; a Markov chain with
-``warmup`` discarded iterations otherwise, checked by :func:`privpost.diagnostics.flag`: a
-ConvergenceWarning, a ``NOT CONVERGED`` note and ``converged=False`` when it misses split
-R-hat <= 1.01 or bulk/tail ESS >= 400).
+``update`` kernel iterated per chain: i.i.d. draws for conjugate models (``model.conjugate``;
+fixed ``draws``, default 1000); for non-conjugate models (Dirichlet, LinearRegression
+``prior="independent"``, CliqueMRF, ...) a Markov chain with ``warmup`` (1000) discarded
+iterations that by default (``draws=None``) **runs until converged**: rounds of draws
+(:class:`privpost.inference._until.Plan`, the rule of ``damcmc.run(draws=None)``: first round
+:data:`FIRST_DRAWS` = 1000 draws per chain) until every scalar parameter entry has split R-hat
+<= 1.01 and bulk and tail ESS >= 400, or a budget runs out: ``max_draws`` kept draws per chain
+(default :data:`MAX_DRAWS` = 20,000) and ``max_seconds`` of wall time for the warm-up and draws
+(default :data:`MAX_SECONDS` = 300 s; ``None`` with ``max_draws`` given: no time budget). Each
+chain has its own random stream (:class:`privpost.inference._kernel_chain.KernelChain`), so a
+fixed ``draws=S`` equals a run until converged that stopped at ``S`` draws per chain (same
+seed). Either way the chain is checked by :func:`privpost.diagnostics.flag`: a
+ConvergenceWarning, a ``NOT CONVERGED`` note and ``converged=False`` when it misses the
+thresholds (a budget spent, or a fixed ``draws=`` too short).
 
-Options: ``records`` (required), ``draws`` (1000), ``chains`` (4), ``warmup`` (0 for conjugate
-models, else 1000), ``seed``, ``progress``, ``clamp`` (False): with a ``Sum``/``Mean`` release
+Options: ``records`` (required), ``draws`` (1000 for conjugate models, else ``None``: until
+converged), ``max_draws`` / ``max_seconds`` (non-conjugate models' budgets), ``chains`` (4),
+``warmup`` (0 for conjugate models, else 1000), ``seed``, ``progress``, ``clamp`` (False): with a
+``Sum``/``Mean`` release
 the records are clamped to the query bounds, with ``RegressionStats`` each column is clamped to
 its bounds -- the posterior that noise-aware exact methods approach as ``epsilon -> inf``
 (seed 000 S-5). ``clamp`` is refused for other queries (a ``TruncatedSum`` drops records, which
@@ -22,6 +34,8 @@ is not a transformation of the records the model describes).
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -31,7 +45,11 @@ from privpost.inference import expfam
 from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
                                               reject_unknown)
 
-__all__ = ["run"]
+__all__ = ["run", "FIRST_DRAWS", "MAX_DRAWS", "MAX_SECONDS"]
+
+FIRST_DRAWS = 1000     # run until converged (non-conjugate models): draws per chain, first round
+MAX_DRAWS = 20_000     # default draw budget: kept draws per chain
+MAX_SECONDS = 300.0    # default time budget of the warm-up and draws, seconds
 
 
 def _clamp(records, release):
@@ -48,10 +66,15 @@ def _clamp(records, release):
                             f"not {name!r}")
 
 
-def run(model, release=None, *, records=None, draws: int = 1000, chains: int = 4,
+def run(model, release=None, *, records=None, draws: int | None = None, chains: int = 4,
         warmup: int | None = None, seed=None, progress: bool = False, clamp: bool = False,
-        **options):
-    """Posterior given the confidential ``records`` (see the module docstring)."""
+        max_draws: int | None = None, max_seconds: float | None = None, **options):
+    """Posterior given the confidential ``records`` (see the module docstring): draws
+    ``name -> (chains, draws, *param_shape)``. ``draws=None``: 1000 for conjugate models,
+    until converged (budgets ``max_draws`` / ``max_seconds``) for the others."""
+    from privpost.errors import PrivpostError
+    from privpost.inference import _until
+
     reject_unknown("nonprivate", options)
     if records is None:
         raise IncompatibleError("method='nonprivate' needs the confidential records: "
@@ -59,6 +82,19 @@ def run(model, release=None, *, records=None, draws: int = 1000, chains: int = 4
     conj = bool(getattr(model, "conjugate", False))
     if warmup is None:
         warmup = 0 if conj else 1000
+    plan = None
+    if draws is not None and (max_draws is not None or max_seconds is not None):
+        raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
+                            "(draws=None); with a fixed draws= leave them out")
+    if conj:                 # independent draws: a fixed number
+        if max_draws is not None or max_seconds is not None:
+            raise PrivpostError(f"max_draws / max_seconds: the {model.name!r} model's draws are "
+                                "independent (a fixed number, draws=; default 1000)")
+        draws = 1000 if draws is None else draws
+    elif draws is None:
+        plan = _until.plan_for(max_draws, max_seconds, first=FIRST_DRAWS,
+                               default_draws=MAX_DRAWS, default_seconds=MAX_SECONDS)
+        draws = plan.first
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     validate = getattr(model, "validate_records", None)
     x = validate(records) if validate is not None else np.asarray(records)
@@ -83,23 +119,45 @@ def run(model, release=None, *, records=None, draws: int = 1000, chains: int = 4
             s = np.array([float(np.sum(x))])
         out = conjugate_draws(model, {"s": s}, x.shape[0], draws, chains, rng)
         return make_posterior(out, {}, "nonprivate", model, release, notes, exact=False)
-    out = {nm: np.empty((chains, draws) + tuple(sh)) for nm, sh in model.param_shapes.items()}
-    bar = Progress(chains * (warmup + draws), progress, "nonprivate")
-    k = 0
-    for c in range(chains):
-        params = model.prior_sample(rng)
-        for it in range(warmup + draws):
-            params = model.update(params, x, rng)
-            j = it - warmup
-            if j >= 0:
-                for nm in out:
-                    out[nm][c, j] = params[nm]
-            bar.update(k)
-            k += 1
-    if not conj:
+    if not conj:             # a Markov chain per chain, each with its own stream
+        from privpost._rng import spawn
+        from privpost.inference._kernel_chain import KernelChain, sample_chains
+        from privpost.limits import check_draws
+
+        if plan is not None:
+            check_draws("max_draws", chains, plan.max_draws,
+                        sum(int(np.prod(sh)) for sh in model.param_shapes.values()))
+        names = list(model.param_shapes)
+
+        def step(params, g):
+            return model.update(params, x, g)
+
+        objs = [KernelChain(model.prior_sample(g), step, g,
+                            lambda params: {nm: params[nm] for nm in names},
+                            model.param_shapes) for g in spawn(seed, chains)]
+        if plan is not None:
+            plan.t0 = time.perf_counter()
+        out = sample_chains(objs, warmup, draws, plan, progress, "nonprivate")
         notes.append(f"draws from the model's update kernel (MCMC, {warmup} warm-up iterations)")
+        if plan is not None:
+            notes.append(plan.note(next(iter(out.values())).shape[1]))
+    else:
+        out = {nm: np.empty((chains, draws) + tuple(sh)) for nm, sh in model.param_shapes.items()}
+        bar = Progress(chains * (warmup + draws), progress, "nonprivate")
+        k = 0
+        for c in range(chains):
+            params = model.prior_sample(rng)
+            for it in range(warmup + draws):
+                params = model.update(params, x, rng)
+                j = it - warmup
+                if j >= 0:
+                    for nm in out:
+                        out[nm][c, j] = params[nm]
+                bar.update(k)
+                k += 1
     post = make_posterior(out, {}, "nonprivate", model, release, notes, exact=False)
     if not conj:     # a Markov chain: checked like every MCMC method's draws
         from privpost.diagnostics import flag
-        flag(post, stacklevel=4)   # warning + note when R-hat > 1.01 or ESS < 400
+        # warning + note + converged when R-hat > 1.01 or ESS < 400 (fixed draws= included)
+        flag(post, stacklevel=4, table=plan.table if plan is not None else None)
     return post

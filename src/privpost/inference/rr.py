@@ -14,21 +14,38 @@ targets the exact posterior:
 2. ``p | c ~ Dirichlet(alpha + counts(c))``.
 
 Both steps are exact conditional draws, so the chain is invariant for ``p(p, c | r)``.
-Options: ``draws`` (1000), ``warmup`` (500), ``chains`` (4), ``seed``, ``progress``. The
-chains are checked like every MCMC method's (:func:`privpost.diagnostics.flag`:
-ConvergenceWarning, ``NOT CONVERGED`` note, ``converged=False`` when split R-hat > 1.01 or
-bulk/tail ESS < 400).
+
+**Run length.** ``draws=None`` (the default) runs until converged: after ``warmup`` (500)
+iterations the ``chains`` (4) chains run in rounds (:class:`privpost.inference._until.Plan`,
+the rule of ``damcmc.run(draws=None)``: first round :data:`FIRST_DRAWS` = 1000 draws per chain,
+later rounds sized from the ESS reached) until every entry of ``p`` has split R-hat <= 1.01 and
+bulk and tail ESS >= 400, or a budget runs out: ``max_draws`` kept draws per chain (default
+:data:`MAX_DRAWS` = 50,000) and ``max_seconds`` of wall time for the warm-up and draws (default
+:data:`MAX_SECONDS` = 120 s; ``None`` with ``max_draws`` given: no time budget). The sampler is
+cheap (``O(k^2)`` per iteration: at ``k = 3``, ``eps = 1``, ``n = 300`` it stops after about
+2,000-4,000 draws per chain, a few seconds). Each chain has its own random stream
+(:class:`privpost.inference._kernel_chain.KernelChain`), so a fixed ``draws=S`` run equals a run
+until converged that stopped at ``S`` draws per chain with the same seed. Either way the chains
+are checked (:func:`privpost.diagnostics.flag`): a run that misses the thresholds -- a budget
+spent, or a fixed ``draws=`` too short -- warns (ConvergenceWarning), adds a ``NOT CONVERGED``
+note and sets ``converged=False`` (``privpost infer --strict`` exits 3).
+Other options: ``seed``, ``progress``.
 """
 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
 from privpost.errors import IncompatibleError
 
-__all__ = ["run", "report_counts", "transition_matrix"]
+__all__ = ["run", "report_counts", "transition_matrix", "FIRST_DRAWS", "MAX_DRAWS", "MAX_SECONDS"]
+
+FIRST_DRAWS = 1000     # run until converged: draws per chain of the first round
+MAX_DRAWS = 50_000     # default draw budget: kept draws per chain
+MAX_SECONDS = 120.0    # default time budget of the warm-up and draws, seconds
 
 
 def transition_matrix(mechanism) -> np.ndarray:
@@ -44,16 +61,51 @@ def report_counts(release) -> np.ndarray:
     return np.bincount(np.asarray(release.observed, dtype=np.int64), minlength=k).astype(float)
 
 
-def run(model, release, *, draws: int = 1000, warmup: int = 500, chains: int = 4, seed=None,
-        progress: bool = False, **options):
-    """Exact posterior of a Dirichlet--categorical model from randomized-response reports."""
-    from privpost._rng import as_generator
-    from privpost.inference._gibbs_common import (Progress, check_sampler_options,
-                                                  make_posterior, reject_unknown)
-    from privpost.inference import reject_release_set
+def _rr_step(m, Q, alpha):
+    """The Gibbs sweep ``p -> p'`` (module docstring) as ``step(p, rng)``, ``p`` shape ``(k,)``."""
+    k = Q.shape[0]
+    levels = [r for r in range(k) if m[r] > 0]
 
-    draws, warmup, chains = check_sampler_options(draws, warmup, chains)
+    def step(p, rng):
+        w = p[:, None] * Q                    # (true c, report r) ∝ P(c) P(r | c)
+        w /= w.sum(axis=0, keepdims=True)
+        counts = np.zeros(k)
+        for r in levels:
+            counts += rng.multinomial(int(m[r]), w[:, r])
+        return rng.dirichlet(alpha + counts)
+
+    return step
+
+
+def run(model, release, *, draws: int | None = None, warmup: int = 500, chains: int = 4,
+        seed=None, progress: bool = False, max_draws: int | None = None,
+        max_seconds: float | None = None, **options):
+    """Exact posterior of a Dirichlet--categorical model from randomized-response reports.
+
+    ``draws=None`` (default): run until converged within the budgets ``max_draws`` (kept draws
+    per chain, default 50,000) and ``max_seconds`` (default 120 s); a fixed ``draws=`` runs
+    exactly that many (``max_draws`` / ``max_seconds`` are then refused). Returns a Posterior
+    with ``p`` ``(chains, draws, k)``, ``exact=True``."""
+    from privpost._rng import spawn
+    from privpost.diagnostics import flag
+    from privpost.errors import PrivpostError
+    from privpost.inference import _until
+    from privpost.inference._gibbs_common import check_sampler_options, make_posterior, \
+        reject_unknown
+    from privpost.inference._kernel_chain import KernelChain, sample_chains
+    from privpost.inference import reject_release_set
+    from privpost.limits import check_draws
+
     reject_unknown("randomized-response", options)
+    plan = None
+    if draws is None:
+        plan = _until.plan_for(max_draws, max_seconds, first=FIRST_DRAWS,
+                               default_draws=MAX_DRAWS, default_seconds=MAX_SECONDS)
+        draws = plan.first
+    elif max_draws is not None or max_seconds is not None:
+        raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
+                            "(draws=None); with a fixed draws= leave them out")
+    draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     reject_release_set("randomized-response", release)
     mech = getattr(release, "mechanism", None)
     if getattr(mech, "name", None) != "randomized_response":
@@ -65,31 +117,24 @@ def run(model, release, *, draws: int = 1000, warmup: int = 500, chains: int = 4
                                 f"model (categories of the records), not {model.name!r}")
     model.check_query(release.query)
     k = int(mech.categories)
+    if plan is not None:
+        check_draws("max_draws", chains, plan.max_draws, k)
     Q = transition_matrix(mech)
     m = report_counts(release)
     alpha = np.asarray(model.alpha, dtype=float)
-    rng = as_generator(seed)
-    out = np.empty((chains, draws, k))
-    bar = Progress(chains * (warmup + draws), progress, "randomized-response")
-    it = 0
-    for c in range(chains):
-        p = rng.dirichlet(alpha)
-        for i in range(warmup + draws):
-            w = p[:, None] * Q                    # (true c, report r) ∝ P(c) P(r | c)
-            w /= w.sum(axis=0, keepdims=True)
-            counts = np.zeros(k)
-            for r in range(k):
-                if m[r] > 0:
-                    counts += rng.multinomial(int(m[r]), w[:, r])
-            p = rng.dirichlet(alpha + counts)
-            if i >= warmup:
-                out[c, i - warmup] = p
-            bar.update(it)
-            it += 1
+    step = _rr_step(m, Q, alpha)
+    objs = []
+    for rng in spawn(seed, chains):           # one stream per chain; the start from it
+        objs.append(KernelChain(rng.dirichlet(alpha), step, rng, lambda p: {"p": p},
+                                {"p": (k,)}))
+    if plan is not None:
+        plan.t0 = time.perf_counter()
+    out = sample_chains(objs, warmup, draws, plan, progress, "randomized-response")
     notes = ["exact: data augmentation over the true categories of the randomized-response "
              f"reports (keep probability {Q[0, 0]:.4g}, {mech.epsilon:g}-DP per record)"]
-    post = make_posterior({"p": out}, {}, "randomized-response", model, release, notes,
-                          exact=True)
-    from privpost.diagnostics import flag
-    flag(post, stacklevel=4)   # warning + note when R-hat > 1.01 or ESS < 400
+    if plan is not None:
+        notes.append(plan.note(out["p"].shape[1]))
+    post = make_posterior(out, {}, "randomized-response", model, release, notes, exact=True)
+    # warning + note + converged when R-hat > 1.01 or ESS < 400 (fixed draws= included)
+    flag(post, stacklevel=4, table=plan.table if plan is not None else None)
     return post

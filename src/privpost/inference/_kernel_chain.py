@@ -1,0 +1,95 @@
+"""Resumable chains of a Markov kernel given as a step function, run for a fixed length or
+until converged (``randomized-response``; ``nonprivate``'s update-kernel chains).
+
+A :class:`KernelChain` holds one chain's state, its own generator and its kept draws; its
+:meth:`~KernelChain.run` applies ``step(state, rng) -> state`` ``k`` times. It has the interface
+of :func:`privpost.inference._until.run_rounds` (``run(k, keep)``, ``done``, ``n_stored``,
+``result()``). Each chain consumes only its own generator, in the same order however its
+iterations are split into calls, so a run until converged that stopped at ``S`` draws per chain
+equals a fixed run of ``S`` draws with the same seed (chains advanced one after the other).
+:func:`sample_chains` runs either mode and returns the draws ``name -> (chains, S, ...)``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["KernelChain", "sample_chains"]
+
+
+class KernelChain:
+    """One resumable chain: ``state`` (any object), ``step(state, rng) -> state``, the
+    generator ``rng`` and ``record(state) -> {name: array of shape shapes[name]}`` (the kept
+    values of a state). Kept draws are stored in blocks, ``name -> (n_stored, *shape)`` once
+    concatenated by :meth:`result`."""
+
+    def __init__(self, state, step: Callable, rng, record: Callable, shapes: dict):
+        self.state, self.step, self.rng, self.record = state, step, rng, record
+        self.shapes = {nm: tuple(sh) for nm, sh in shapes.items()}
+        self.done = 0           # iterations run
+        self.n_stored = 0       # draws kept
+        self._blocks: dict[str, list[np.ndarray]] = {nm: [] for nm in self.shapes}
+
+    def run(self, k: int, keep: bool, progress=None) -> None:
+        """``k`` more iterations, their draws kept when ``keep``; ``progress(i)`` after each
+        (``i``: the chain's iteration count minus one)."""
+        k = int(k)
+        if k <= 0:
+            return
+        if keep:
+            out = {nm: np.empty((k,) + sh) for nm, sh in self.shapes.items()}
+        state, step, rng = self.state, self.step, self.rng
+        for j in range(k):
+            state = step(state, rng)
+            if keep:
+                for nm, v in self.record(state).items():
+                    out[nm][j] = v
+            self.done += 1
+            if progress is not None:
+                progress(self.done - 1)
+        self.state = state
+        if keep:
+            for nm in self.shapes:
+                self._blocks[nm].append(out[nm])
+            self.n_stored += k
+
+    def result(self) -> dict:
+        """``{name: (n_stored, *shape) for each kept name, "n_stored": n_stored}``."""
+        res = {nm: (np.concatenate(b) if b else np.empty((0,) + self.shapes[nm]))
+               for nm, b in self._blocks.items()}
+        if any(len(b) > 1 for b in self._blocks.values()):    # keep one block from now on
+            self._blocks = {nm: [res[nm]] for nm in res}
+        res["n_stored"] = self.n_stored
+        return res
+
+
+def sample_chains(chains: list[KernelChain], warmup: int, draws: int, plan, progress: bool,
+                  label: str, block_seconds: float = 0.2):
+    """Run ``chains``: ``warmup`` iterations (not kept) then ``draws`` kept ones each when
+    ``plan`` is None; otherwise until converged under ``plan``
+    (:func:`privpost.inference._until.run_rounds`; ``plan.reason`` / ``plan.note`` say how it
+    stopped). Returns the draws ``name -> (chains, S, *shape)``."""
+    from privpost.inference import _until
+    from privpost.inference._gibbs_common import Progress
+    from privpost.inference._progress import ProgressBar
+
+    names = list(chains[0].shapes)
+
+    def to_draws(results):
+        return {nm: np.stack([r[nm] for r in results]) for nm in names}
+
+    n = len(chains)
+    if plan is None:
+        bar = Progress(n * (warmup + draws), progress, label)
+        for c, ch in enumerate(chains):
+            upd = (lambda i, off=c * (warmup + draws): bar.update(off + i))
+            ch.run(warmup, False, upd)
+            ch.run(draws, True, upd)
+        return to_draws([ch.result() for ch in chains])
+    bar = ProgressBar(n * (warmup + plan.first), progress, label,
+                      f"{n} chain{'s' if n > 1 else ''}", close_at_total=False)
+    results = _until.run_rounds(chains, warmup, plan, bar, names, to_draws,
+                                _until.common_length, block_seconds=block_seconds)
+    return to_draws(results)
