@@ -549,7 +549,8 @@ def infer_cmd(
     model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
     method: str = typer.Option("damcmc", help="damcmc, gibbs-ss, naive."),
     draws: Optional[int] = typer.Option(None, min=1, help="Draws per chain. Default: damcmc, "
-                                        "dpapprox and the HMM samplers run until R-hat <= 1.01 "
+                                        "dpapprox, randomized-response, nonprivate (non-conjugate "
+                                        "models) and the HMM samplers run until R-hat <= 1.01 "
                                         "and ESS >= 400 "
                                         "(or their budget, --option max_seconds=...); other "
                                         "methods their own (mostly 1000)."),
