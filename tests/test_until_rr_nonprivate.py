@@ -187,3 +187,20 @@ def test_nonprivate_conjugate_keeps_its_fixed_default():
 def test_budgets_are_validated(cid, bad):
     with pytest.raises(PrivpostError, match="max_"):
         _run(cid, **bad)
+
+
+@pytest.mark.parametrize("cid", ["randomized-response", "nonprivate/dirichlet"])
+def test_default_budget_fits_the_storage_limit(cid):
+    """4 chains x 3 entries: a storage limit of 4 * 3 * 1500 values lowers the default draw
+    budget to 1500 per chain (stated in the note); an explicit max_draws over it is refused
+    (wrong variant), as is a fixed draws= over it."""
+    from privpost.limits import limits
+
+    with limits(max_draws=4 * 3 * 1500):
+        post, _ = _run(cid)
+        assert "budgets: 1500 draws per chain" in _until_note(post)
+        assert post.n_draws <= 1500
+        with pytest.raises(PrivpostError, match="max_draws"):
+            _run(cid, max_draws=1501)
+        with pytest.raises(PrivpostError, match="max_draws"):
+            _run(cid, draws=1501)

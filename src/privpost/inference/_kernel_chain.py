@@ -16,7 +16,17 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["KernelChain", "sample_chains"]
+__all__ = ["KernelChain", "sample_chains", "storable_draws"]
+
+
+def storable_draws(default: int, chains: int, entries: int) -> int:
+    """The default draw budget per chain, lowered so that ``chains x draws x entries`` fits the
+    storage limit ``privpost.limits`` ``max_draws`` (at least 4: a budget that cannot hold 4
+    draws is then refused by :func:`privpost.limits.check_draws`)."""
+    from privpost.limits import get_limits
+
+    cap = get_limits().max_draws // max(int(chains) * int(entries), 1)
+    return max(4, min(int(default), int(cap)))
 
 
 class KernelChain:

@@ -15,7 +15,8 @@ iterations that by default (``draws=None``) **runs until converged**: rounds of 
 (:class:`privpost.inference._until.Plan`, the rule of ``damcmc.run(draws=None)``: first round
 :data:`FIRST_DRAWS` = 1000 draws per chain) until every scalar parameter entry has split R-hat
 <= 1.01 and bulk and tail ESS >= 400, or a budget runs out: ``max_draws`` kept draws per chain
-(default :data:`MAX_DRAWS` = 20,000) and ``max_seconds`` of wall time for the warm-up and draws
+(default :data:`MAX_DRAWS` = 20,000, lowered to fit the storage limit ``privpost.limits``
+``max_draws``) and ``max_seconds`` of wall time for the warm-up and draws
 (default :data:`MAX_SECONDS` = 300 s; ``None`` with ``max_draws`` given: no time budget). Each
 chain has its own random stream (:class:`privpost.inference._kernel_chain.KernelChain`), so a
 fixed ``draws=S`` equals a run until converged that stopped at ``S`` draws per chain (same
@@ -91,9 +92,14 @@ def run(model, release=None, *, records=None, draws: int | None = None, chains: 
             raise PrivpostError(f"max_draws / max_seconds: the {model.name!r} model's draws are "
                                 "independent (a fixed number, draws=; default 1000)")
         draws = 1000 if draws is None else draws
-    elif draws is None:
+    elif draws is None:      # the default budget fits the storage limit
+        from privpost.inference._kernel_chain import storable_draws
+
+        chains = check_sampler_options(1, 0, chains)[2]
+        entries = sum(int(np.prod(sh)) for sh in model.param_shapes.values())
         plan = _until.plan_for(max_draws, max_seconds, first=FIRST_DRAWS,
-                               default_draws=MAX_DRAWS, default_seconds=MAX_SECONDS)
+                               default_draws=storable_draws(MAX_DRAWS, chains, entries),
+                               default_seconds=MAX_SECONDS)
         draws = plan.first
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     validate = getattr(model, "validate_records", None)

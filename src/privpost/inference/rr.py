@@ -20,7 +20,8 @@ iterations the ``chains`` (4) chains run in rounds (:class:`privpost.inference._
 the rule of ``damcmc.run(draws=None)``: first round :data:`FIRST_DRAWS` = 1000 draws per chain,
 later rounds sized from the ESS reached) until every entry of ``p`` has split R-hat <= 1.01 and
 bulk and tail ESS >= 400, or a budget runs out: ``max_draws`` kept draws per chain (default
-:data:`MAX_DRAWS` = 50,000) and ``max_seconds`` of wall time for the warm-up and draws (default
+:data:`MAX_DRAWS` = 50,000, lowered when ``chains x draws x k`` would exceed the storage
+limit ``privpost.limits`` ``max_draws``) and ``max_seconds`` of wall time for the warm-up and draws (default
 :data:`MAX_SECONDS` = 120 s; ``None`` with ``max_draws`` given: no time budget). The sampler is
 cheap (``O(k^2)`` per iteration: at ``k = 3``, ``eps = 1``, ``n = 300`` it stops after about
 2,000-4,000 draws per chain, a few seconds). Each chain has its own random stream
@@ -92,20 +93,15 @@ def run(model, release, *, draws: int | None = None, warmup: int = 500, chains: 
     from privpost.inference import _until
     from privpost.inference._gibbs_common import check_sampler_options, make_posterior, \
         reject_unknown
-    from privpost.inference._kernel_chain import KernelChain, sample_chains
+    from privpost.inference._kernel_chain import KernelChain, sample_chains, storable_draws
     from privpost.inference import reject_release_set
     from privpost.limits import check_draws
 
     reject_unknown("randomized-response", options)
-    plan = None
-    if draws is None:
-        plan = _until.plan_for(max_draws, max_seconds, first=FIRST_DRAWS,
-                               default_draws=MAX_DRAWS, default_seconds=MAX_SECONDS)
-        draws = plan.first
-    elif max_draws is not None or max_seconds is not None:
+    _, warmup, chains = check_sampler_options(1 if draws is None else draws, warmup, chains)
+    if draws is not None and (max_draws is not None or max_seconds is not None):
         raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
                             "(draws=None); with a fixed draws= leave them out")
-    draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     reject_release_set("randomized-response", release)
     mech = getattr(release, "mechanism", None)
     if getattr(mech, "name", None) != "randomized_response":
@@ -117,8 +113,14 @@ def run(model, release, *, draws: int | None = None, warmup: int = 500, chains: 
                                 f"model (categories of the records), not {model.name!r}")
     model.check_query(release.query)
     k = int(mech.categories)
-    if plan is not None:
+    plan = None
+    if draws is None:        # the default budget fits the storage limit (large k)
+        plan = _until.plan_for(max_draws, max_seconds, first=FIRST_DRAWS,
+                               default_draws=storable_draws(MAX_DRAWS, chains, k),
+                               default_seconds=MAX_SECONDS)
+        draws = plan.first
         check_draws("max_draws", chains, plan.max_draws, k)
+    draws = check_sampler_options(draws, warmup, chains)[0]
     Q = transition_matrix(mech)
     m = report_counts(release)
     alpha = np.asarray(model.alpha, dtype=float)
