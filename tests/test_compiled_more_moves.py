@@ -306,23 +306,9 @@ assert any("non-centred" in n and "m, S" in n for n in post.notes)
 def test_second_process_compiles_none_of_the_new_moves(tmp_path):
     """The compiled moves are closures with cache=True: a second process only loads them
     (NUMBA_DEBUG_CACHE=1 prints "data saved" for anything it compiles)."""
-    import os
-    import subprocess
-    import sys
+    from _numba_cache_runs import run_twice
 
-    from pathlib import Path
-
-    import privpost
-
-    src = str(Path(privpost.__file__).resolve().parents[1])   # this checkout, whatever the cwd
-    env = dict(os.environ, NUMBA_DEBUG_CACHE="1",
-               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
-    outs = []
-    for _ in range(2):
-        res = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], env=env, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=900)
-        assert res.returncode == 0, res.stderr[-2000:]
-        outs.append(res.stdout + res.stderr)
+    outs = run_twice(_CACHE_SCRIPT, tmp_path)
     assert "data loaded" in outs[1]
     assert "_compiled_nb_move" in outs[1] and "_compiled_niw_move" in outs[1]
     assert "data saved" not in outs[1], [ln for ln in outs[1].splitlines() if "saved" in ln]

@@ -315,21 +315,8 @@ assert "compiled chain driver" in post.notes[1]
 @pytest.mark.slow
 def test_second_process_compiles_nothing(tmp_path):
     """The driver and the built-in closures are cached on disk: a second process only loads."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
+    from _numba_cache_runs import run_twice
 
-    import privpost
-
-    src = str(Path(privpost.__file__).resolve().parents[1])   # this checkout, whatever the cwd
-    env = dict(os.environ, NUMBA_DEBUG_CACHE="1",
-               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
-    outs = []
-    for _ in range(2):
-        res = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], env=env, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=900)
-        assert res.returncode == 0, res.stderr[-2000:]
-        outs.append(res.stdout + res.stderr)
+    outs = run_twice(_CACHE_SCRIPT, tmp_path)
     assert "data loaded" in outs[1]
     assert "data saved" not in outs[1], [ln for ln in outs[1].splitlines() if "saved" in ln]

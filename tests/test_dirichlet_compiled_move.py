@@ -213,20 +213,10 @@ def test_second_process_compiles_nothing_of_the_dirichlet_move(tmp_path):
     second process running DPMCMC with the compiled move compiles nothing (Numba's
     "numba:compile" events; cache hits and no misses on the move's functions)."""
     import ast
-    import os
-    import subprocess
 
-    import privpost
+    from _numba_cache_runs import run_twice
 
-    src = str(Path(privpost.__file__).resolve().parents[1])   # this checkout, whatever the cwd
-    env = dict(os.environ, NUMBA_DEBUG_CACHE="1",
-               PYTHONPATH=os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
-    outs = []
-    for _ in range(2):
-        res = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT], env=env, cwd=tmp_path,
-                             capture_output=True, text=True, timeout=900)
-        assert res.returncode == 0, res.stderr[-2000:]
-        outs.append(res.stdout + res.stderr)
+    outs = run_twice(_CACHE_SCRIPT, tmp_path)
     line = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in outs[1].splitlines()
             if ln.startswith(("COMPILED ", "MOVE "))}
     assert ast.literal_eval(line["COMPILED"]) == []

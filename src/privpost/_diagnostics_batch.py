@@ -102,6 +102,7 @@ def _pair_bound(n_draw: int) -> int:
 
 def _ess(x: np.ndarray) -> np.ndarray:
     """Multi-chain ESS of each entry of ``x`` (P, chains, draws), as ``diagnostics._ess``."""
+    from privpost.diagnostics import _autocov
     from privpost.diagnostics import _ess as ess_one
 
     p, n_chain, n_draw = x.shape
@@ -117,13 +118,7 @@ def _ess(x: np.ndarray) -> np.ndarray:
     if todo.size == 0:
         return out
     a = x[todo]
-    m = 1
-    while m < 2 * n_draw:
-        m *= 2
-    centred = a - a.mean(axis=2, keepdims=True)
-    f = np.fft.rfft(centred, n=m, axis=2)
-    f *= np.conjugate(f)
-    acov = np.fft.irfft(f, n=m, axis=2)[:, :, :n_draw] / n_draw
+    acov = _autocov(a.reshape(-1, n_draw)).reshape(a.shape)     # every chain of every entry
     mean_var = np.mean(acov[:, :, 0], axis=1) * n_draw / (n_draw - 1.0)
     var_plus = mean_var * (n_draw - 1.0) / n_draw
     if n_chain > 1:
