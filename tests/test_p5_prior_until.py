@@ -176,3 +176,22 @@ def test_fixed_draws_p5_options_run_as_before(split_release, monkeypatch):
     bad = [n for n in spec.notes if n.startswith("NOT CONVERGED")]
     assert bad and "p5_options={'draws': None} runs them until converged" in bad[0]
     assert "(fixed draws)" in spec.notes[-1]
+
+
+def test_cli_p5_options_budget_and_strict(split_release, tmp_path):
+    """``privpost infer --method dpabc --option prior=p5 --option p5_options=...`` (the --draws
+    help's pointer): a tiny budget exits 3 under --strict; the same run without --strict is 0."""
+    from typer.testing import CliRunner
+
+    from privpost.cli import app
+
+    path = split_release.save(tmp_path / "split.json")
+    args = ["infer", str(path), "--model", "dirichlet:parts=3", "--method", "dpabc",
+            "--draws", "50", "--seed", "3", "--option", "prior=p5", "--option",
+            f"prior_draws={PRIOR_DRAWS}", "--option", 'p5_options={"max_draws": 30, "cores": 1}']
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        strict = CliRunner().invoke(app, args + ["--strict"])
+        plain = CliRunner().invoke(app, args)
+    assert strict.exit_code == 3, strict.output
+    assert plain.exit_code == 0, plain.output
