@@ -510,7 +510,8 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
     _ints(draws=draws, chains=chains, proposals_per_draw=proposals_per_draw)
     dpss, rel, notes = _setup("dpabc", model, release, prior)
     rng = as_generator(seed)
-    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws, p5_options=p5_options)
+    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws, p5_options=p5_options,
+                       progress=progress)
     chains = 1
     keep = draws
     R = proposals_per_draw * keep

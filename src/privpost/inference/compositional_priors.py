@@ -88,17 +88,18 @@ P5_MAX_SECONDS = 300.0
 P5_MAX_DRAWS = 20_000
 
 
-def _p5_options(prior_draws: int, user: dict | None) -> dict:
+def _p5_options(prior_draws: int, user: dict | None, progress: bool = False) -> dict:
     """damcmc options of p5's D1 chains: 4 chains run until converged (``draws=None``: split
     R-hat <= 1.01 and bulk/tail ESS >= 400) after 500 warm-up iterations, within
     ``P5_MAX_SECONDS`` / ``P5_MAX_DRAWS``; ``user`` (``p5_options``) overrides any key. With a
     fixed ``draws`` in ``user`` the warm-up default is the earlier fixed-run one,
-    ``min(500, max(50, prior_draws // 4))``, and no budget is passed."""
+    ``min(500, max(50, prior_draws // 4))``, and no budget is passed. ``progress``: damcmc's
+    progress bar for the chains."""
     user = dict(user or {})
     if user.get("draws") is not None:
-        opts = dict(warmup=min(500, max(50, prior_draws // 4)), chains=4, progress=False)
+        opts = dict(warmup=min(500, max(50, prior_draws // 4)), chains=4, progress=progress)
     else:
-        opts = dict(draws=None, warmup=500, chains=4, progress=False,
+        opts = dict(draws=None, warmup=500, chains=4, progress=progress,
                     max_seconds=P5_MAX_SECONDS, max_draws=P5_MAX_DRAWS)
     opts.update(user)
     return opts
@@ -117,7 +118,7 @@ def thin_evenly(draws: np.ndarray, size: int) -> np.ndarray:
 
 
 def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
-                p5_options: dict | None = None) -> PriorSpec:
+                p5_options: dict | None = None, progress: bool = False) -> PriorSpec:
     """Build prior ``name`` from the DPss release's D1 part (p2-p5) or the model (p1).
 
     ``prior_draws``: size of the p2 bootstrap sample (the "large random sample" of the seed,
@@ -134,7 +135,8 @@ def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
     part of every chain equally represented); ABC resamples it with replacement. The chains'
     diagnostics (all their draws) are ``diagnostics``; when they miss the thresholds (a budget
     ran out, or a fixed ``draws`` too short) damcmc's ConvergenceWarning has fired and the
-    ``NOT CONVERGED (prior p5: damcmc on D1, ...)`` note is among ``notes``.
+    ``NOT CONVERGED (prior p5: damcmc on D1, ...)`` note is among ``notes``. ``progress``:
+    show damcmc's progress bar while the p5 chains run (``p5_options`` may override it).
     """
     if name not in PRIORS:
         raise IncompatibleError(f"prior must be one of {list(PRIORS)}, got {name!r}")
@@ -150,7 +152,7 @@ def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
 
     s1 = dpss.stat1
     if name == "p5":
-        opts = _p5_options(prior_draws, p5_options)
+        opts = _p5_options(prior_draws, p5_options, progress)
         post = dpmcmc_posterior(model, s1, seed=rng, **opts)
         chains = post.draws["alpha"]
         draws = thin_evenly(chains, prior_draws)
