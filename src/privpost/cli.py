@@ -549,10 +549,11 @@ def infer_cmd(
     model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
     method: str = typer.Option("damcmc", help="damcmc, gibbs-ss, naive."),
     draws: Optional[int] = typer.Option(None, min=1, help="Draws per chain. Default: damcmc, "
-                                        "dpapprox, randomized-response, nonprivate (non-conjugate "
-                                        "models) and the HMM samplers run until R-hat <= 1.01 "
-                                        "and ESS >= 400 "
-                                        "(or their budget, --option max_seconds=...); other "
+                                        "dpmcmc, dpremcmc, dpapprox, randomized-response, "
+                                        "nonprivate (non-conjugate models) and the HMM samplers "
+                                        "run until R-hat <= 1.01 and ESS >= 400 (or their "
+                                        "budget, --option max_seconds=...), as do dpabc's p5 "
+                                        "prior chains (--option p5_options=...); other "
                                         "methods their own (mostly 1000)."),
     warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up iterations per chain. "
                                          "Default: the method's own (1000 for damcmc and "

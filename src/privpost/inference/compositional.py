@@ -497,9 +497,11 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
     (10% by default, Pritchard et al. 1999). ``chains`` and ``warmup`` are accepted (CLI
     defaults) and ignored: the accepted draws form one "chain". ``progress``: a report on stderr
     every 10% of the simulations. ``p5_options``: options of the D1 DPMCMC chains that build
-    prior p5 (:func:`privpost.inference.damcmc.run`; e.g. ``{"draws": None}`` runs them until
-    converged); their diagnostics go to ``chain_stats`` ``prior_r_hat`` / ``prior_ess``, their
-    check to ``converged`` (False: damcmc's ConvergenceWarning and ``NOT CONVERGED`` note, so
+    prior p5 (:func:`privpost.inference.damcmc.run`; by default they run until converged within
+    300 s, :func:`privpost.inference.compositional_priors.build_prior`; e.g. ``{"draws": 500}``
+    fixes their length, ``{"max_seconds": 60}`` sets the budget); their diagnostics go to
+    ``chain_stats`` ``prior_r_hat`` / ``prior_ess``, their check to ``converged`` (False:
+    damcmc's ConvergenceWarning and ``NOT CONVERGED`` note, so
     ``privpost infer --strict`` exits 3).
     """
     from privpost.inference.compositional_priors import build_prior
@@ -508,7 +510,8 @@ def run_dpabc(model, release, *, prior: str = "p1", draws: int = 1000, chains: i
     _ints(draws=draws, chains=chains, proposals_per_draw=proposals_per_draw)
     dpss, rel, notes = _setup("dpabc", model, release, prior)
     rng = as_generator(seed)
-    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws, p5_options=p5_options)
+    spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws, p5_options=p5_options,
+                       progress=progress)
     chains = 1
     keep = draws
     R = proposals_per_draw * keep

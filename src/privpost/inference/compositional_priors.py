@@ -22,7 +22,7 @@ from scipy.special import ndtri
 
 from privpost.errors import IncompatibleError
 
-__all__ = ["PRIORS", "PriorSpec", "build_prior", "fit_gamma_copula"]
+__all__ = ["PRIORS", "PriorSpec", "build_prior", "fit_gamma_copula", "thin_evenly"]
 
 PRIORS = ("p1", "p2", "p3", "p4", "p5")
 
@@ -82,12 +82,61 @@ def _with_prior(model, shape, rate, corr):
                      slice_method=h["slice_method"], max_steps_out=h["max_steps_out"])
 
 
+#: p5's D1 chains, run until converged by default: wall-time budget of the sampling (seconds)
+#: and iteration budget (retained draws per chain); see :func:`privpost.inference.damcmc.run`.
+P5_MAX_SECONDS = 300.0
+P5_MAX_DRAWS = 20_000
+
+
+def _p5_options(prior_draws: int, user: dict | None, progress: bool = False) -> dict:
+    """damcmc options of p5's D1 chains: 4 chains run until converged (``draws=None``: split
+    R-hat <= 1.01 and bulk/tail ESS >= 400) after 500 warm-up iterations, within
+    ``P5_MAX_SECONDS`` / ``P5_MAX_DRAWS``; ``user`` (``p5_options``) overrides any key. With a
+    fixed ``draws`` in ``user`` the warm-up default is the earlier fixed-run one,
+    ``min(500, max(50, prior_draws // 4))``, and no budget is passed. ``progress``: damcmc's
+    progress bar for the chains."""
+    user = dict(user or {})
+    if user.get("draws") is not None:
+        opts = dict(warmup=min(500, max(50, prior_draws // 4)), chains=4, progress=progress)
+    else:
+        opts = dict(draws=None, warmup=500, chains=4, progress=progress,
+                    max_seconds=P5_MAX_SECONDS, max_draws=P5_MAX_DRAWS)
+    opts.update(user)
+    return opts
+
+
+def thin_evenly(draws: np.ndarray, size: int) -> np.ndarray:
+    """``size`` draws spread evenly over the pooled chains ``draws`` (chains, n, D): rows
+    ``floor(i * C n / size)``, ``i = 0..size-1``, of the chain-major ``(C n, D)`` array -- about
+    ``size / C`` per chain, evenly spaced along each; all ``C n`` draws when ``size >= C n``.
+    Returns ``(min(size, C n), D)``. Deterministic (no random numbers)."""
+    pooled = draws.reshape(-1, draws.shape[-1])
+    total = pooled.shape[0]
+    if size >= total:
+        return pooled
+    return pooled[(np.arange(size, dtype=np.int64) * total) // size]
+
+
 def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
-                p5_options: dict | None = None) -> PriorSpec:
+                p5_options: dict | None = None, progress: bool = False) -> PriorSpec:
     """Build prior ``name`` from the DPss release's D1 part (p2-p5) or the model (p1).
 
     ``prior_draws``: size of the p2 bootstrap sample (the "large random sample" of the seed,
     size unstated) and of the p5 posterior sample.
+
+    p5: the DPMCMCp1 posterior given the D1 release, from 4 damcmc chains that by default run
+    until converged (``draws=None``: split R-hat <= 1.01, bulk and tail ESS >= 400) after 500
+    warm-up iterations, within a budget of ``P5_MAX_SECONDS`` (300 s) of sampling and
+    ``P5_MAX_DRAWS`` (20,000) draws per chain; ``p5_options`` overrides any damcmc option (a
+    fixed ``draws=`` runs that many per chain, warm-up ``min(500, max(50, prior_draws // 4))``
+    unless given). The p5 sample (``PriorSpec.draws``, ``(m, D)``) is ``prior_draws`` draws
+    thinned evenly from the pooled post-warm-up chains (:func:`thin_evenly`; all of them when
+    the chains hold fewer), so it stays a sample of the D1 posterior (the chains' own law, every
+    part of every chain equally represented); ABC resamples it with replacement. The chains'
+    diagnostics (all their draws) are ``diagnostics``; when they miss the thresholds (a budget
+    ran out, or a fixed ``draws`` too short) damcmc's ConvergenceWarning has fired and the
+    ``NOT CONVERGED (prior p5: damcmc on D1, ...)`` note is among ``notes``. ``progress``:
+    show damcmc's progress bar while the p5 chains run (``p5_options`` may override it).
     """
     if name not in PRIORS:
         raise IncompatibleError(f"prior must be one of {list(PRIORS)}, got {name!r}")
@@ -103,11 +152,10 @@ def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
 
     s1 = dpss.stat1
     if name == "p5":
-        opts = dict(draws=max(1, prior_draws // 4), warmup=min(500, max(50, prior_draws // 4)),
-                    chains=4, progress=False)
-        opts.update(p5_options or {})
+        opts = _p5_options(prior_draws, p5_options, progress)
         post = dpmcmc_posterior(model, s1, seed=rng, **opts)
-        draws = post.draws["alpha"].reshape(-1, model.parts)
+        chains = post.draws["alpha"]
+        draws = thin_evenly(chains, prior_draws)
         from privpost.diagnostics import summarise
 
         rows = summarise({"alpha": post.draws["alpha"]}, cheap=True).values()
@@ -116,11 +164,16 @@ def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
                 "converged": post.converged}
         # damcmc's own NOT CONVERGED note (it has warned already), saying whose chains these are
         bad = [n.replace("NOT CONVERGED (damcmc,", "NOT CONVERGED (prior p5: damcmc on D1,", 1)
-               + "; for prior p5: p5_options={'draws': None} runs them until converged"
+               + ("; for prior p5: p5_options={'draws': None} runs them until converged"
+                  if opts.get("draws") is not None else
+                  "; for prior p5: raise p5_options max_seconds / max_draws")
                for n in post.notes if n.startswith("NOT CONVERGED")]
+        n_c, n_d = chains.shape[0], chains.shape[1]
+        how = ("until converged" if opts.get("draws") is None else "fixed draws")
         return PriorSpec("p5", draws=draws, diagnostics=diag, notes=bad + [
             f"prior p5: {draws.shape[0]} DPMCMCp1 draws of the DP posterior given the D1 release "
-            f"(n1 = {dpss.n1}), resampled with replacement; its chains: max split R-hat "
+            f"(n1 = {dpss.n1}), thinned evenly from {n_c} damcmc chains x {n_d} draws "
+            f"({how}), resampled with replacement; its chains: max split R-hat "
             f"{diag['r_hat']:.3f}, min bulk/tail ESS {diag['ess']:.0f}"])
     boot, nfail = dpboots_draws(s1.observed, s1.mechanism.scale, dpss.threshold, s1.n,
                                 prior_draws, rng)
