@@ -207,6 +207,7 @@ def test_simulation_dp_max_seconds_runs_dpmcmc_until_converged(tmp_path, monkeyp
         assert seen[lab]["warmup"] == 30
     for lab in ("DPreMCMCp4", "DPABCp5", "MCMCp1"):
         assert seen[lab]["draws"] == 30 and "max_seconds" not in seen[lab]
+    assert seen["DPABCp5"]["p5_options"] == {"draws": None, "max_seconds": 45.0}
     with pytest.raises(SystemExit):
         guo2023_sim.main(["--out", str(tmp_path / "x"), "--dp-max-seconds", "0"])
 

@@ -111,8 +111,11 @@ def _run_method(name, model, rel_nosplit, rel_split, s, seed):
                             chains=s["chains"], seed=seed, progress=False, cores=1,
                             prior_draws=s["prior_draws"])
         if name == "DPABCp5":
-            p5 = None
-            if "dp_draws" in s:   # the p5 chains on D1 as DPMCMCp1's (4 chains, 500 warm-up)
+            # the first study's p5 chains: prior_draws / 4 fixed draws each (the library's
+            # default before p5 ran until converged); the converged study: as DPMCMCp1's
+            # (4 chains, 500 warm-up)
+            p5 = {"draws": max(1, s["prior_draws"] // 4)}
+            if "dp_draws" in s:
                 p5 = dict(warmup=min(500, s.get("dp_warmup", s["warmup"])),
                           **_dp_chain_options(s))
             return pp.infer(model, rel_split, method="dpabc", prior="p5", draws=s["abc_draws"],

@@ -275,6 +275,12 @@ def run_sim(ctx):
                 methods[lab]["max_seconds"] = float(s["dp_max_seconds"])
             if prior in ("p2", "p3", "p4", "p5"):
                 methods[lab]["prior_draws"] = s["prior_draws"]
+            if prior == "p5":
+                # p5's D1 chains: prior_draws / 4 fixed draws each, as in the runs of
+                # EXPERIMENTS.md §8.2; with dp_max_seconds, until converged like DPMCMC
+                methods[lab]["p5_options"] = (
+                    {"draws": None, "max_seconds": float(s["dp_max_seconds"])}
+                    if s.get("dp_max_seconds") else {"draws": max(1, s["prior_draws"] // 4)})
         res = _study(ctx, key, model, CensoredLogMean(D, 1e-3, max(s["n"])),
                      {"type": "laplace", "epsilon": 1.0}, methods=methods, n=list(s["n"]),
                      epsilon=list(s["epsilon"]), replicates=s["replicates"], levels=(0.9,),
