@@ -19,13 +19,37 @@ def log_gamma_prior(A, shape, rate):
     return shape * np.log(rate) - gammaln(shape) + (shape - 1) * np.log(A) - rate * A
 
 
-def posterior_means(loglik, A1, A2, shape, rate):
-    """E[alpha_1], E[alpha_2] under prior Gamma(shape, rate)^2 on the log-alpha grid."""
+def _grid_weights(loglik, A1, A2, shape, rate):
+    """Normalised posterior weights on the log-alpha grid, prior Gamma(shape, rate)^2."""
     lp = loglik + log_gamma_prior(A1, shape, rate) + log_gamma_prior(A2, shape, rate) \
         + np.log(A1) + np.log(A2)
     w = np.exp(lp - lp.max())
-    w /= w.sum()
+    return w / w.sum()
+
+
+def posterior_means(loglik, A1, A2, shape, rate):
+    """E[alpha_1], E[alpha_2] under prior Gamma(shape, rate)^2 on the log-alpha grid."""
+    w = _grid_weights(loglik, A1, A2, shape, rate)
     return float((w * A1).sum()), float((w * A2).sum())
+
+
+def posterior_mean_sd(loglik, A1, A2, shape, rate):
+    """(mean (2,), sd (2,)) of alpha_1, alpha_2, same grid and weights as posterior_means."""
+    w = _grid_weights(loglik, A1, A2, shape, rate)
+    mean = np.array([(w * A1).sum(), (w * A2).sum()])
+    sd = np.sqrt(np.array([(w * A1 ** 2).sum(), (w * A2 ** 2).sum()]) - mean ** 2)
+    return mean, sd
+
+
+def n1_release(s, a, lam):
+    """A CensoredLogMean release of one d = 2 record at threshold ``a``, observed ``s`` (2,),
+    Laplace scale ``lam`` -- the case ``censored_n1_loglik`` computes."""
+    from privpost.mechanisms import Laplace
+    from privpost.queries import CensoredLogMean
+    from privpost.release import Release
+
+    q = CensoredLogMean(2, a, 1)
+    return Release(q, Laplace(scale=lam).calibrate(q.sensitivity()), 1, s)
 
 
 def censored_n1_loglik(s, a, lam, A1, A2, censored=True, nodes=200):

@@ -29,7 +29,7 @@ from privpost.release import Release
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _compositional_exact import (alpha_grid, censored_n1_loglik, clt_model6_loglik,  # noqa: E402
-                                  posterior_means)
+                                  n1_release, posterior_means)
 
 ALPHAS = {1: [3.3, 4.4], 2: [0.5, 0.5, 0.5], 3: [2.2, 3.3, 4.4], 4: [2, 20, 2],
           5: [2.2, 3.3, 4.4, 5.5, 6.6]}
@@ -94,8 +94,7 @@ def quad_refs():
 
 
 def _n1_release():
-    q = CensoredLogMean(2, A_CUT, 1)
-    return Release(q, Laplace(scale=LAM).calibrate(q.sensitivity()), 1, S_OBS)
+    return n1_release(S_OBS, A_CUT, LAM)
 
 
 def _zscores(post, ref):

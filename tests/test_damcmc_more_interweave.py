@@ -28,14 +28,14 @@ from scipy.special import digamma, gammaln, polygamma
 from privpost.inference.damcmc import run
 from privpost.mechanisms import Laplace
 from privpost.models import Dirichlet, LinearRegression, NaiveBayesLogLinear
-from privpost.queries import CensoredLogMean, NaiveBayesCounts
+from privpost.queries import NaiveBayesCounts
 from privpost.release import Release
 
 from test_damcmc import K_MCSE, _ess, z_mean, z_sd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _compositional_exact import (alpha_grid, censored_n1_loglik, log_gamma_prior,  # noqa: E402
-                                  posterior_means)
+from _compositional_exact import (alpha_grid, censored_n1_loglik, n1_release,  # noqa: E402
+                                  posterior_mean_sd)
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 
@@ -189,8 +189,7 @@ D_S, D_CUT, D_LAM = np.array([-1.5, -0.2]), 0.3, 0.3     # as tests/test_composi
 
 
 def _dir_release():
-    q = CensoredLogMean(2, D_CUT, 1)
-    return Release(q, Laplace(scale=D_LAM).calibrate(q.sensitivity()), 1, D_S)
+    return n1_release(D_S, D_CUT, D_LAM)
 
 
 @pytest.fixture(scope="module")
@@ -198,15 +197,8 @@ def dir_exact():
     """Posterior mean and sd of alpha_1, alpha_2 for one censored Beta record (quadrature on a
     log-alpha grid, tests/_compositional_exact.py)."""
     A1, A2, _ = alpha_grid()
-    ll = censored_n1_loglik(D_S, D_CUT, D_LAM, A1, A2, True)
-    means = np.array(posterior_means(ll, A1, A2, D_SHAPE, D_RATE))
-    # second moments on the same grid with the same weights as posterior_means
-    lp = (ll + log_gamma_prior(A1, D_SHAPE, D_RATE) + log_gamma_prior(A2, D_SHAPE, D_RATE)
-          + np.log(A1) + np.log(A2))
-    w = np.exp(lp - lp.max())
-    w /= w.sum()
-    sd = np.sqrt(np.array([(w * A1 ** 2).sum(), (w * A2 ** 2).sum()]) - means ** 2)
-    return means, sd
+    return posterior_mean_sd(censored_n1_loglik(D_S, D_CUT, D_LAM, A1, A2, True), A1, A2,
+                             D_SHAPE, D_RATE)
 
 
 def test_dirichlet_round_trip_tails_and_uniformity():

@@ -32,7 +32,8 @@ from privpost.release import Release
 from test_damcmc import K_MCSE, z_mean, z_sd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _compositional_exact import (alpha_grid, censored_n1_loglik, log_gamma_prior)  # noqa: E402
+from _compositional_exact import (alpha_grid, censored_n1_loglik, n1_release,  # noqa: E402
+                                  posterior_mean_sd)
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 
@@ -41,22 +42,15 @@ S_OBS, CUT, LAM = np.array([-1.5, -0.2]), 0.3, 0.3   # as tests/test_damcmc_more
 
 
 def _n1_release():
-    q = CensoredLogMean(2, CUT, 1)
-    return Release(q, Laplace(scale=LAM).calibrate(q.sensitivity()), 1, S_OBS)
+    return n1_release(S_OBS, CUT, LAM)
 
 
 @pytest.fixture(scope="module")
 def exact():
     """Posterior mean and sd of alpha_1, alpha_2 (quadrature on a log-alpha grid)."""
     A1, A2, _ = alpha_grid()
-    ll = censored_n1_loglik(S_OBS, CUT, LAM, A1, A2, True)
-    lp = (ll + log_gamma_prior(A1, SHAPE, RATE) + log_gamma_prior(A2, SHAPE, RATE)
-          + np.log(A1) + np.log(A2))
-    w = np.exp(lp - lp.max())
-    w /= w.sum()
-    mean = np.array([(w * A1).sum(), (w * A2).sum()])
-    sd = np.sqrt(np.array([(w * A1 ** 2).sum(), (w * A2 ** 2).sum()]) - mean ** 2)
-    return mean, sd
+    return posterior_mean_sd(censored_n1_loglik(S_OBS, CUT, LAM, A1, A2, True), A1, A2,
+                             SHAPE, RATE)
 
 
 def _without_jacobian(model):
