@@ -7,7 +7,7 @@ of :func:`privpost.inference._until.run_rounds` (``run(k, keep)``, ``done``, ``n
 ``result()``). Each chain consumes only its own generator, in the same order however its
 iterations are split into calls, so a run until converged that stopped at ``S`` draws per chain
 equals a fixed run of ``S`` draws with the same seed (chains advanced one after the other).
-:func:`sample_chains` runs either mode and returns the draws ``name -> (chains, S, ...)``.
+:func:`privpost.inference._until.sample` runs either mode.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["KernelChain", "sample_chains", "storable_draws"]
+__all__ = ["KernelChain", "storable_draws"]
 
 
 def storable_draws(default: int, chains: int, entries: int) -> int:
@@ -73,33 +73,3 @@ class KernelChain:
             self._blocks = {nm: [res[nm]] for nm in res}
         res["n_stored"] = self.n_stored
         return res
-
-
-def sample_chains(chains: list[KernelChain], warmup: int, draws: int, plan, progress: bool,
-                  label: str, block_seconds: float = 0.2):
-    """Run ``chains``: ``warmup`` iterations (not kept) then ``draws`` kept ones each when
-    ``plan`` is None; otherwise until converged under ``plan``
-    (:func:`privpost.inference._until.run_rounds`; ``plan.reason`` / ``plan.note`` say how it
-    stopped). Returns the draws ``name -> (chains, S, *shape)``."""
-    from privpost.inference import _until
-    from privpost.inference._gibbs_common import Progress
-    from privpost.inference._progress import ProgressBar
-
-    names = list(chains[0].shapes)
-
-    def to_draws(results):
-        return {nm: np.stack([r[nm] for r in results]) for nm in names}
-
-    n = len(chains)
-    if plan is None:
-        bar = Progress(n * (warmup + draws), progress, label)
-        for c, ch in enumerate(chains):
-            upd = (lambda i, off=c * (warmup + draws): bar.update(off + i))
-            ch.run(warmup, False, upd)
-            ch.run(draws, True, upd)
-        return to_draws([ch.result() for ch in chains])
-    bar = ProgressBar(n * (warmup + plan.first), progress, label,
-                      f"{n} chain{'s' if n > 1 else ''}", close_at_total=False)
-    results = _until.run_rounds(chains, warmup, plan, bar, names, to_draws,
-                                _until.common_length, block_seconds=block_seconds)
-    return to_draws(results)

@@ -17,13 +17,15 @@ seed and the same driver -- compiled or generic -- give the same draws).
 
 :func:`run_rounds` is the driver of the samplers whose chains are resumable objects in this
 process (the HMM samplers, :mod:`privpost.inference._hmm_until`; DPapprox,
-:mod:`privpost.inference.compositional_approx`): each chain has ``run(k, keep)`` (``k`` more
+:mod:`privpost.inference.compositional_approx`; randomized-response and nonprivate,
+:mod:`privpost.inference._kernel_chain`): each chain has ``run(k, keep)`` (``k`` more
 iterations, their draws kept or not), ``done`` (iterations run), ``n_stored`` (draws kept) and
 ``result()`` (a dict of the kept draws, ``n_stored`` included). The chains advance in
 round-robin blocks of about ``block_seconds`` each; the time budget is checked between blocks.
 A sampler passes ``prepare(results) -> results`` (the chains' results made ready for the
-diagnostics: the HMM's state relabelling, or :func:`common_length`). :func:`plan_for` checks the
-budgets a user passed and builds the :class:`Plan`.
+diagnostics: the HMM's state relabelling, or :func:`common_length`). :func:`sample` runs such
+chains either for a fixed length or until converged. :func:`plan_for` checks the budgets a user
+passed and builds the :class:`Plan`; :func:`refuse_budgets` refuses them with a fixed ``draws=``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from privpost import diagnostics
 from privpost.errors import PrivpostError
 
 __all__ = ["Plan", "FIRST_DRAWS", "MAX_DRAWS", "MAX_SECONDS", "plan_for", "run_rounds",
-           "common_length"]
+           "common_length", "refuse_budgets", "sample", "stack"]
 
 FIRST_DRAWS = 1000      # draws per chain of the first round
 MAX_DRAWS = 50_000      # default iteration budget: retained draws per chain
@@ -119,6 +121,44 @@ def plan_for(max_draws, max_seconds, *, first: int, default_draws: int,
         raise PrivpostError(f"max_seconds must be a number > 0 (seconds) or None, got "
                             f"{max_seconds!r}")
     return Plan(first, budget, max_seconds)
+
+
+def refuse_budgets(max_draws, max_seconds, also: str = "") -> None:
+    """Refuse ``max_draws`` / ``max_seconds`` where no run until converged happens (a fixed
+    ``draws=``, or a sampler without that run, named in ``also``)."""
+    if max_draws is not None or max_seconds is not None:
+        raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
+                            f"(draws=None); with a fixed draws={also} leave them out")
+
+
+def sample(chains, warmup: int, draws: int, plan, progress: bool, label: str, names,
+           block_seconds: float = 0.2) -> list[dict]:
+    """Run the resumable chain objects ``chains`` (module docstring): with ``plan`` None,
+    ``warmup`` iterations (not kept) then ``draws`` kept ones each, one chain after the other;
+    otherwise until converged under ``plan`` (:func:`run_rounds`, its convergence check on the
+    kept values ``names``; ``plan.reason`` / ``plan.note`` say how it stopped). A chain's draws
+    do not depend on the mode, only on its own stream. Returns the chains' ``result()`` dicts,
+    of one common length."""
+    from privpost.inference._gibbs_common import Progress
+    from privpost.inference._progress import ProgressBar
+
+    n = len(chains)
+    if plan is None:
+        bar = Progress(n * (warmup + draws), progress, label)
+        for c, ch in enumerate(chains):
+            upd = (lambda i, off=c * (warmup + draws): bar.update(off + i))
+            ch.run(warmup, False, upd)
+            ch.run(draws, True, upd)
+        return [ch.result() for ch in chains]
+    bar = ProgressBar(n * (warmup + plan.first), progress, label,
+                      f"{n} chain{'s' if n > 1 else ''}", close_at_total=False)
+    return run_rounds(chains, warmup, plan, bar, names, lambda res: stack(res, names),
+                      common_length, block_seconds=block_seconds)
+
+
+def stack(results: list[dict], names) -> dict:
+    """The draws ``name -> (chains, S, ...)`` of the chains' results (common length ``S``)."""
+    return {nm: np.stack([r[nm] for r in results]) for nm in names}
 
 
 def common_length(results: list[dict]) -> list[dict]:

@@ -54,9 +54,7 @@ import numpy as np
 from scipy.special import digamma, zeta
 
 from privpost._rng import spawn
-from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
-                                              reject_unknown)
-from privpost.inference._progress import ProgressBar
+from privpost.inference._gibbs_common import check_sampler_options, make_posterior, reject_unknown
 from privpost.inference.dirichlet_tools import dirichlet_mle
 
 
@@ -218,10 +216,6 @@ def _chain(model, sL, lam, N, draws, warmup, mh_steps, rng, bar, offset):
     return r["alpha"], r["accept_rate"]
 
 
-def _draws_of(results) -> dict:
-    return {"alpha": np.stack([r["alpha"] for r in results])}
-
-
 def run_dpapprox(model, release, *, prior: str = "p1", draws: int | None = None,
                  warmup: int = WARMUP, chains: int = CHAINS, mh_steps: int = 3, seed=None,
                  progress: bool = False, prior_draws: int = 2000, max_draws: int | None = None,
@@ -255,9 +249,8 @@ def run_dpapprox(model, release, *, prior: str = "p1", draws: int | None = None,
         plan = _until.plan_for(max_draws, max_seconds, first=FIRST_DRAWS,
                                default_draws=MAX_DRAWS, default_seconds=MAX_SECONDS)
         draws = plan.first
-    elif max_draws is not None or max_seconds is not None:
-        raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
-                            "(draws=None); with a fixed draws= leave them out")
+    else:
+        _until.refuse_budgets(max_draws, max_seconds)
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     if isinstance(mh_steps, bool) or not isinstance(mh_steps, int) or mh_steps < 1:
         raise PrivpostError(f"mh_steps must be an integer >= 1, got {mh_steps!r}")
@@ -276,20 +269,11 @@ def run_dpapprox(model, release, *, prior: str = "p1", draws: int | None = None,
             for c in range(chains)]
     starts = np.exp(np.stack([ch.u for ch in objs]))
     if plan is not None:
-        bar = ProgressBar(chains * (warmup + draws), progress, "dpapprox",
-                          f"{chains} chain{'s' if chains > 1 else ''}", close_at_total=False)
         plan.t0 = t0
-        results = _until.run_rounds(objs, warmup, plan, bar, ["alpha"], _draws_of,
-                                    _until.common_length, block_seconds=BLOCK_SECONDS)
-    else:
-        bar = Progress(chains * (warmup + draws), progress, "dpapprox")
-        for c, ch in enumerate(objs):
-            upd = (lambda i, off=c * (warmup + draws): bar.update(off + i))
-            ch.run(warmup, False, upd)
-            ch.run(draws, True, upd)
-        results = [ch.result() for ch in objs]
-    alpha = _draws_of(results)["alpha"]
-    acc = np.stack([r["accept_rate"] for r in results])
+    results = _until.sample(objs, warmup, draws, plan, progress, "dpapprox", ["alpha"],
+                            block_seconds=BLOCK_SECONDS)
+    out = _until.stack(results, ["alpha", "accept_rate"])
+    alpha, acc = out["alpha"], out["accept_rate"]
     notes += spec.notes + [
         "dpapprox: approximation -- the mean-log statistic is modelled by its CLT normal "
         f"N(mu_alpha, Sigma_alpha / {N}) and the censoring at a = {dpss.threshold:g} is ignored "

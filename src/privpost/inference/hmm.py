@@ -462,10 +462,11 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     if auto:
         plan = _until_plan(max_draws, max_seconds)
         draws = plan.first
-    elif max_draws is not None or max_seconds is not None:
-        raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
-                            "(draws=None); with a fixed draws= (or method 'ops', which has no "
-                            "such run) leave them out")
+    else:
+        from privpost.inference import _until
+
+        _until.refuse_budgets(max_draws, max_seconds,
+                              also=" (or method 'ops', which has no such run)")
     if draws is None:
         draws = 100
     if warmup is None:

@@ -84,9 +84,8 @@ def run(model, release=None, *, records=None, draws: int | None = None, chains: 
     if warmup is None:
         warmup = 0 if conj else 1000
     plan = None
-    if draws is not None and (max_draws is not None or max_seconds is not None):
-        raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
-                            "(draws=None); with a fixed draws= leave them out")
+    if draws is not None:
+        _until.refuse_budgets(max_draws, max_seconds)
     if conj:                 # independent draws: a fixed number
         if max_draws is not None or max_seconds is not None:
             raise PrivpostError(f"max_draws / max_seconds: the {model.name!r} model's draws are "
@@ -127,7 +126,7 @@ def run(model, release=None, *, records=None, draws: int | None = None, chains: 
         return make_posterior(out, {}, "nonprivate", model, release, notes, exact=False)
     if not conj:             # a Markov chain per chain, each with its own stream
         from privpost._rng import spawn
-        from privpost.inference._kernel_chain import KernelChain, sample_chains
+        from privpost.inference._kernel_chain import KernelChain
         from privpost.limits import check_draws
 
         if plan is not None:
@@ -143,7 +142,8 @@ def run(model, release=None, *, records=None, draws: int | None = None, chains: 
                             model.param_shapes) for g in spawn(seed, chains)]
         if plan is not None:
             plan.t0 = time.perf_counter()
-        out = sample_chains(objs, warmup, draws, plan, progress, "nonprivate")
+        out = _until.stack(_until.sample(objs, warmup, draws, plan, progress, "nonprivate",
+                                         names), names)
         notes.append(f"draws from the model's update kernel (MCMC, {warmup} warm-up iterations)")
         if plan is not None:
             notes.append(plan.note(next(iter(out.values())).shape[1]))

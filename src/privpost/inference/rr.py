@@ -23,10 +23,10 @@ bulk and tail ESS >= 400, or a budget runs out: ``max_draws`` kept draws per cha
 :data:`MAX_DRAWS` = 50,000, lowered when ``chains x draws x k`` would exceed the storage
 limit ``privpost.limits`` ``max_draws``) and ``max_seconds`` of wall time for the warm-up and
 draws (default :data:`MAX_SECONDS` = 120 s; ``None`` with ``max_draws`` given: no time
-budget). The sampler is cheap (``O(k^2)`` per iteration; measured at load ~4, ``n = 300``, ``k = 3``: ``eps = 1``
-stops at ~3,800 draws per chain in 0.5 s, ``eps = 0.25`` at ~20,000 in 2.4 s; ``k = 10``,
-``n = 2000``, ``eps = 1`` at 24,000 in 6.6 s). Each chain has its own random stream
-(:class:`privpost.inference._kernel_chain.KernelChain`), so a fixed ``draws=S`` run equals a run
+budget). The sampler is cheap (``O(k^2)`` per iteration; measured at load ~4, ``n = 300``,
+``k = 3``: ``eps = 1`` stops at ~3,800 draws per chain in 0.5 s, ``eps = 0.25`` at ~20,000 in
+2.4 s; ``k = 10``, ``n = 2000``, ``eps = 1`` at 24,000 in 6.6 s). Each chain has its own random
+stream (:class:`privpost.inference._kernel_chain.KernelChain`), so a fixed ``draws=S`` run equals a run
 until converged that stopped at ``S`` draws per chain with the same seed. Either way the chains
 are checked (:func:`privpost.diagnostics.flag`): a run that misses the thresholds -- a budget
 spent, or a fixed ``draws=`` too short -- warns (ConvergenceWarning), adds a ``NOT CONVERGED``
@@ -90,19 +90,17 @@ def run(model, release, *, draws: int | None = None, warmup: int = 500, chains: 
     with ``p`` ``(chains, draws, k)``, ``exact=True``."""
     from privpost._rng import spawn
     from privpost.diagnostics import flag
-    from privpost.errors import PrivpostError
     from privpost.inference import _until
     from privpost.inference._gibbs_common import check_sampler_options, make_posterior, \
         reject_unknown
-    from privpost.inference._kernel_chain import KernelChain, sample_chains, storable_draws
+    from privpost.inference._kernel_chain import KernelChain, storable_draws
     from privpost.inference import reject_release_set
     from privpost.limits import check_draws
 
     reject_unknown("randomized-response", options)
     _, warmup, chains = check_sampler_options(1 if draws is None else draws, warmup, chains)
-    if draws is not None and (max_draws is not None or max_seconds is not None):
-        raise PrivpostError("max_draws / max_seconds are the budgets of the run until converged "
-                            "(draws=None); with a fixed draws= leave them out")
+    if draws is not None:
+        _until.refuse_budgets(max_draws, max_seconds)
     reject_release_set("randomized-response", release)
     mech = getattr(release, "mechanism", None)
     if getattr(mech, "name", None) != "randomized_response":
@@ -132,7 +130,8 @@ def run(model, release, *, draws: int | None = None, warmup: int = 500, chains: 
                                 {"p": (k,)}))
     if plan is not None:
         plan.t0 = time.perf_counter()
-    out = sample_chains(objs, warmup, draws, plan, progress, "randomized-response")
+    out = _until.stack(_until.sample(objs, warmup, draws, plan, progress,
+                                     "randomized-response", ["p"]), ["p"])
     notes = ["exact: data augmentation over the true categories of the randomized-response "
              f"reports (keep probability {Q[0, 0]:.4g}, {mech.epsilon:g}-DP per record)"]
     if plan is not None:
