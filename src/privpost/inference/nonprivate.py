@@ -67,6 +67,11 @@ def _clamp(records, release):
                             f"not {name!r}")
 
 
+def _entries(model) -> int:
+    """Scalar entries of one draw of all the model's parameters."""
+    return sum(int(np.prod(sh)) for sh in model.param_shapes.values())
+
+
 def run(model, release=None, *, records=None, draws: int | None = None, chains: int = 4,
         warmup: int | None = None, seed=None, progress: bool = False, clamp: bool = False,
         max_draws: int | None = None, max_seconds: float | None = None, **options):
@@ -95,9 +100,9 @@ def run(model, release=None, *, records=None, draws: int | None = None, chains: 
         from privpost.inference._kernel_chain import storable_draws
 
         chains = check_sampler_options(1, 0, chains)[2]
-        entries = sum(int(np.prod(sh)) for sh in model.param_shapes.values())
         plan = _until.plan_for(max_draws, max_seconds, first=FIRST_DRAWS,
-                               default_draws=storable_draws(MAX_DRAWS, chains, entries),
+                               default_draws=storable_draws(MAX_DRAWS, chains,
+                                                            _entries(model)),
                                default_seconds=MAX_SECONDS)
         draws = plan.first
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
@@ -130,8 +135,7 @@ def run(model, release=None, *, records=None, draws: int | None = None, chains: 
         from privpost.limits import check_draws
 
         if plan is not None:
-            check_draws("max_draws", chains, plan.max_draws,
-                        sum(int(np.prod(sh)) for sh in model.param_shapes.values()))
+            check_draws("max_draws", chains, plan.max_draws, _entries(model))
         names = list(model.param_shapes)
 
         def step(params, g):
