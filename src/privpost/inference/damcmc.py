@@ -800,7 +800,7 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         seed=None, thin: int = 1, sweeps_per_iteration: int = 1, progress: bool = True,
         cores: int | None = None, init=None, proposal=None, fast_path="auto",
         interweave="auto", start: str = "data", max_draws: int | None = None,
-        max_seconds: float | None = None):
+        max_seconds: float | None = None, latent: str = "auto"):
     """Exact private posterior by data augmentation MCMC (Ju et al. 2022, Algorithms 1 and 2).
 
     Parameters
@@ -880,6 +880,12 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         ``"prior"``: theta from the prior and records from the model (the paper's code). The
         start changes only how fast the chains reach the posterior, not their target.
 
+    latent : "auto", "counts" or "records"
+        What is imputed (:mod:`privpost.inference._count_latent`, DESIGN §10). ``"auto"``
+        (default): the count table when the (model, release) pair declares its exact law
+        (``model.count_latent(release)``), else the records; ``"counts"``: the count table
+        (raises when none is declared); ``"records"``: the records (the path described above).
+
     Returns
     -------
     privpost.Posterior
@@ -894,6 +900,13 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     privpost.errors.IncompatibleError
         When the model, the query and the mechanism do not fit (checked before sampling).
     """
+    from privpost.inference import _count_latent
+
+    law = _count_latent.count_law(model, release, latent)
+    if law is not None:
+        return _count_latent.run(law, model, release, draws=draws, warmup=warmup,
+                                 chains=chains, seed=seed, progress=progress,
+                                 max_draws=max_draws, max_seconds=max_seconds, start=start)
     reject_release_set("damcmc", release)
     plan = None
     if draws is None or (isinstance(draws, str) and draws == "auto"):

@@ -1,0 +1,132 @@
+"""Count-level data augmentation for ``damcmc`` (DESIGN §10; issue 21): impute the true count
+table, not the records.
+
+Data augmentation is exact whatever latent it imputes, as long as the latent's law given theta
+is exact and the release depends on the records only through it. For discrete records and count
+queries the smallest such latent is the **count table** ``c`` (Binomial for a 0/1 sum,
+Multinomial for a histogram, per-class Multinomials for naive-Bayes counts, a Multinomial over
+the joint table for marginal tables, a Multinomial per cell and feature given the state for HMM
+cells). The augmented target is ``p(theta, c | s) ∝ p(theta) p(c | theta) eta(s | A c)`` where
+``A`` is the query as a (linear) function of the table; its theta-marginal is the same exact
+private posterior as the record-level sampler's, at a cost that depends on the table's size and
+the noise, not on ``n``.
+
+Protocol
+--------
+A model declares the count table of a (model, release) pair with an optional method::
+
+    model.count_latent(release) -> CountLatent | None
+
+returning ``None`` when it has no exact count table for that release (the record-level path is
+then used by ``latent="auto"``; ``latent="counts"`` raises). A :class:`CountLatent` states what
+the posterior conditions on and makes resumable chains (the interface of
+:func:`privpost.inference._until.run_rounds`: ``run(k, keep)``, ``done``, ``n_stored``,
+``result()``, e.g. :class:`privpost.inference._kernel_chain.KernelChain` or a compiled chain with
+the same four members). :func:`run` is the one driver for every pair: fixed length or run until
+converged, notes, convergence flag.
+"""
+
+from __future__ import annotations
+
+import time
+
+from privpost.errors import IncompatibleError, PrivpostError
+
+__all__ = ["CountLatent", "LATENTS", "count_law", "run"]
+
+#: Values of ``damcmc``'s ``latent`` option.
+LATENTS = ("auto", "counts", "records")
+
+
+class CountLatent:
+    """What a (model, release) pair declares to run ``damcmc`` on its count table.
+
+    Subclasses set:
+
+    ``names`` : list of str
+        The Posterior's parameter names (the model's ``param_shapes`` order).
+    ``shapes`` : dict name -> tuple
+        Shape of one draw of each parameter.
+    ``table`` : str
+        One line for the posterior notes: the latent table and its law given theta, e.g.
+        ``"count table c ~ Binomial(n, theta) (1 cell, n = 300000000)"``.
+
+    and implement :meth:`chains`.
+    """
+
+    names: list
+    shapes: dict
+    table: str = ""
+
+    def chains(self, rngs, start: str) -> list:
+        """One resumable chain per generator in ``rngs`` (``start``: ``"data"`` -- dispersed
+        around the release, or ``"prior"``), each consuming only its own generator."""
+        raise NotImplementedError
+
+    def extra_notes(self, results: list[dict]) -> list[str]:
+        """Further notes from the chains' results (acceptance rates of the moves, ...)."""
+        return []
+
+
+def count_law(model, release, latent: str = "auto") -> CountLatent | None:
+    """The count table ``model`` declares for ``release``, or ``None`` for the record path.
+
+    ``latent``: ``"auto"`` (the table when declared, else records), ``"counts"`` (the table;
+    :class:`IncompatibleError` when the pair declares none), ``"records"`` (``None``)."""
+    if not isinstance(latent, str) or latent not in LATENTS:
+        raise PrivpostError(f"latent must be one of {', '.join(map(repr, LATENTS))}, "
+                            f"got {latent!r}")
+    if latent == "records":
+        return None
+    getter = getattr(model, "count_latent", None)
+    law = getter(release) if callable(getter) else None
+    if law is None and latent == "counts":
+        raise IncompatibleError(
+            f"latent='counts': model {type(model).__name__} declares no exact count table for "
+            f"this release (query {type(getattr(release, 'query', None)).__name__}); use "
+            "latent='records' (or 'auto')")
+    return law
+
+
+def run(law: CountLatent, model, release, *, draws=None, warmup: int = 1000, chains: int = 4,
+        seed=None, progress: bool = True, max_draws=None, max_seconds=None, start="data"):
+    """``damcmc`` on the count table ``law`` (fixed ``draws`` or run until converged).
+
+    Returns a :class:`privpost.Posterior` with the draws of ``law.names``
+    (``(chains, draws, *shape)``), ``exact=True``, notes naming the latent and what the
+    posterior conditions on."""
+    from privpost._rng import spawn
+    from privpost.diagnostics import flag
+    from privpost.inference import _until
+    from privpost.inference._gibbs_common import check_sampler_options, make_posterior
+
+    _, warmup, chains = check_sampler_options(1 if draws is None else draws, warmup, chains)
+    if start not in ("data", "prior"):
+        raise PrivpostError(f"start must be 'data' or 'prior', got {start!r}")
+    plan = None
+    if draws is None:
+        plan = _until.plan_for(max_draws, max_seconds, first=_until.FIRST_DRAWS,
+                               default_draws=_until.MAX_DRAWS,
+                               default_seconds=_until.MAX_SECONDS)
+        draws = plan.first
+    else:
+        _until.refuse_budgets(max_draws, max_seconds)
+    draws = check_sampler_options(draws, warmup, chains)[0]
+    objs = law.chains(spawn(seed, chains), start)
+    if plan is not None:
+        plan.t0 = time.perf_counter()
+    t0 = time.perf_counter()
+    results = _until.sample(objs, warmup, draws, plan, progress, "damcmc (count table)",
+                            law.names)
+    elapsed = time.perf_counter() - t0
+    out = _until.stack(results, law.names)
+    length = results[0]["n_stored"]
+    notes = [f"exact: DA-MCMC on the count table (latent='counts'; DESIGN §10) targets the "
+             f"exact private posterior given the release; latent: {law.table}",
+             f"{chains} chain{'s' if chains > 1 else ''} in {elapsed:.1f} s"]
+    notes += law.extra_notes(results)
+    if plan is not None:
+        notes.append(plan.note(length))
+    post = make_posterior(out, {}, "damcmc", model, release, notes, exact=True)
+    flag(post, stacklevel=4, table=plan.table if plan is not None else None)
+    return post
