@@ -1,5 +1,7 @@
 """Compiled inner loops of the HMM samplers (seed 004 App. E): collapsed-A z sweeps, emission
-Dirichlet draws and the record-additive latent-count sweep of the noise-aware sampler.
+Dirichlet draws and the two latent sweeps of the noise-aware sampler: the count-level sweep
+(exact pair moves on each (cell, feature) count vector, ``latent="counts"``, the default) and
+the record-additive sweep over every latent report (``latent="records"``).
 
 Layout (every array C-contiguous):
 
@@ -21,8 +23,10 @@ import math
 import numpy as np
 from numba import njit
 
+from privpost.inference._count_moves import pair_move
+
 __all__ = ["transition_counts", "emission_loglik", "z_sweep", "state_sums", "dirichlet_blocks",
-           "record_sweep", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
+           "record_sweep", "count_sweep", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
            "ffbs", "slice_pair_sweeps", "truncated_dirichlet_blocks_slice"]
 
 
@@ -228,6 +232,96 @@ def record_sweep(records, start, z, theta, off, levels, counts, obs, inv_scale, 
                     counts[c, ib] = nb + 1.0
                     accepted += 1
     return accepted
+
+
+@njit(cache=True, nogil=True)
+def count_sweep(z, logtheta, off, levels, counts, obs, w, l2, use, sweeps, rng):
+    """Count-level latent sweep (issue 21, COUNTS.md piece 3): exact pair moves on the true
+    counts of every (cell, feature) group given the states.
+
+    Given ``z`` and ``theta`` the true counts ``n[c, block d] (K_d,)`` of cell ``c`` and feature
+    ``d`` are ``Multinomial(N_c, theta_d[z_c])``, independent across groups, and the release
+    adds independent noise to each count (``obs[c, w] = counts[c, w] + noise``), so the groups
+    are conditionally independent given ``(z, theta, obs)`` and each coordinate of ``obs``
+    touches exactly one count. Moving ``k`` units from level ``j`` to level ``i`` of a group
+    (``n_i += k``, ``n_j -= k``, ``k in [-n_i, n_j]``, the cell size ``N_c`` kept) has the full
+    conditional
+
+        log f(k) = k (log theta_i - log theta_j) - lgamma(n_i + k + 1) - lgamma(n_j - k + 1)
+                   + log eta(r_i - k) + log eta(r_j + k),       r = obs - counts,
+
+    i.e. the pair move of :func:`privpost.inference._count_moves.pair_move` with two released
+    coordinates, ``v = (+1, -1)``; it is drawn exactly. Per group and sweep the levels are put
+    in a uniformly random order (Fisher-Yates, independent of the state) and each consecutive
+    pair of the cycle ``order[0], ..., order[K_d - 1], order[0]`` gets one move (one move when
+    ``K_d = 2``): each move is a Gibbs update of a one-dimensional conditional, so the sweep
+    leaves ``p(counts | z, theta, obs)`` invariant. A pair with ``theta_i = 0`` or
+    ``theta_j = 0`` is skipped (then ``k = 0`` is the only point of positive mass: the level
+    with zero probability holds no unit).
+
+    ``z (R, T)``, ``logtheta (K, W)``, ``counts (R*T, W)`` float64 integers (updated in place),
+    ``obs (R*T, W)``, ``w`` the kernel weight (``1/scale`` for ``l1``: Laplace scale ``b`` /
+    discrete Laplace ``t``; ``1/(2 sigma^2)`` for ``l2``: Gaussian / discrete Gaussian),
+    ``l2`` bool, ``use (R*T,)`` (cells with 0 are skipped: held out), ``sweeps`` sweeps per
+    group. Returns ``(moves with k != 0, moves)``.
+    """
+    R, Tt = z.shape
+    D = off.shape[0]
+    maxJ = 0
+    for d in range(D):
+        if levels[d] > maxJ:
+            maxJ = levels[d]
+    order = np.empty(maxJ, dtype=np.int64)
+    r = np.empty(2)
+    v = np.empty(2)
+    v[0] = 1.0
+    v[1] = -1.0
+    ww = np.empty(2)
+    ww[0] = w
+    ww[1] = w
+    ll = np.empty(2, dtype=np.bool_)
+    ll[0] = l2
+    ll[1] = l2
+    moved = 0
+    moves = 0
+    for c in range(R * Tt):
+        if not use[c]:
+            continue
+        k = z[c // Tt, c % Tt]
+        for d in range(D):
+            o = off[d]
+            J = levels[d]
+            npairs = 1 if J == 2 else J
+            for _s in range(sweeps):
+                for j in range(J):
+                    order[j] = j
+                for j in range(J - 1, 0, -1):
+                    m = int(rng.random() * (j + 1))
+                    if m > j:
+                        m = j
+                    tmp = order[j]
+                    order[j] = order[m]
+                    order[m] = tmp
+                for t in range(npairs):
+                    a = o + order[t]
+                    b = o + order[(t + 1) % J]
+                    lpa = logtheta[k, a]
+                    lpb = logtheta[k, b]
+                    if lpa == -np.inf or lpb == -np.inf:
+                        continue
+                    ca = counts[c, a]
+                    cb = counts[c, b]
+                    if ca + cb == 0.0:
+                        continue
+                    r[0] = obs[c, a] - ca
+                    r[1] = obs[c, b] - cb
+                    step = pair_move(ca, cb, lpa - lpb, r, v, ww, ll, 2, rng)
+                    counts[c, a] = ca + step
+                    counts[c, b] = cb - step
+                    moves += 1
+                    if step != 0.0:
+                        moved += 1
+    return moved, moves
 
 
 @njit(cache=True, nogil=True)

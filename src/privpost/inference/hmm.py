@@ -105,6 +105,12 @@ __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncate
 
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
+_MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
+
+#: the posterior notes of every HMM method: the cell sizes are published exactly
+CELL_SIZES_NOTE = ("conditions on the published cell sizes N[r,t], released without noise (a "
+                   "public parameter of the CellCounts query: not protected by the release's "
+                   "guarantee)")
 
 
 def _core():
@@ -298,14 +304,20 @@ class GibbsChain:
                 blk["counts"] = np.empty((n,) + self.counts.shape)
         latent, counts, theta, z = self.latent, self.counts, self.theta, self.z
         for s in range(n):
-            if latent is not None:
+            with np.errstate(divide="ignore"):
+                logtheta = np.log(theta)
+            if latent is not None and latent.get("kind") == "counts":
+                moved, moves = core.count_sweep(
+                    z, logtheta, m.offsets, m.levels_arr, counts, latent["obs"],
+                    latent["inv_scale"], latent["l2"], self.use, latent["sweeps"], rng)
+                self.n_acc += moved
+                self.n_prop += moves
+            elif latent is not None:
                 for _ in range(latent["sweeps"]):
                     self.n_acc += core.record_sweep(
                         latent["records"], latent["start"], z, theta, m.offsets, m.levels_arr,
                         counts, latent["obs"], latent["inv_scale"], latent["l2"], self.use, rng)
                     self.n_prop += latent["records"].size
-            with np.errstate(divide="ignore"):
-                logtheta = np.log(theta)
             core.emission_loglik(counts, logtheta, self.use, self.inv_temp, self.L)
             if self.z_sampler == "ffbs":
                 core.ffbs(z, core.draw_transitions(self.ntr, m.alpha, rng), self.L, rng)
@@ -343,7 +355,7 @@ class GibbsChain:
                 out[key] = np.concatenate([b[key] for b in self.blocks])
             else:
                 out[key] = np.empty((0,) + shp, dtype=np.int64 if key == "z" else np.float64)
-        if self.latent is not None:
+        if self.latent is not None:     # records: MH acceptance; counts: moves with k != 0
             out["accept_rate"] = self.n_acc / max(self.n_prop, 1)
         out["n_stored"] = self.n_stored
         return out
@@ -382,24 +394,33 @@ def _heldout_mask(heldout, shape):
     return (~h).ravel().astype(np.int64)
 
 
-def _latent_init(counts_noisy, sizes, model, rng):
-    """Initial latent reports: per cell and feature, a multinomial draw of the cell size with
-    probabilities ∝ max(noisy count, 0) + 0.1 (any start is valid)."""
+def _count_init(counts_noisy, sizes, model, rng):
+    """Initial true counts ``(R*T, W)`` float64: per cell and feature, a multinomial draw of the
+    cell size with probabilities ∝ max(noisy count, 0) + 0.1 (any start is valid)."""
     C = sizes.size
-    D = model.n_features
-    start = np.concatenate([[0], np.cumsum(sizes.ravel())]).astype(np.int64)
-    recs = np.empty((int(start[-1]), D), dtype=np.int64)
     counts = np.zeros((C, model.width))
-    for c in range(C):
-        N = int(start[c + 1] - start[c])
+    for c, N in enumerate(sizes.ravel().tolist()):
         if N == 0:
             continue
-        for d in range(D):
+        for d in range(model.n_features):
             o, J = int(model.offsets[d]), int(model.n_levels[d])
             p = np.maximum(counts_noisy[c, o:o + J], 0.0) + 0.1
-            n = rng.multinomial(N, p / p.sum())
-            recs[start[c]:start[c + 1], d] = np.repeat(np.arange(J), n)
-            counts[c, o:o + J] = n
+            counts[c, o:o + J] = rng.multinomial(N, p / p.sum())
+    return counts
+
+
+def _latent_init(counts_noisy, sizes, model, rng):
+    """Initial latent reports of ``latent="records"``: the counts of :func:`_count_init` (same
+    random stream), each cell's reports sorted by level. Returns ``(records (n, D), start
+    (R*T+1,), counts (R*T, W))``."""
+    counts = _count_init(counts_noisy, sizes, model, rng)
+    start = np.concatenate([[0], np.cumsum(sizes.ravel())]).astype(np.int64)
+    recs = np.empty((int(start[-1]), model.n_features), dtype=np.int64)
+    for c in range(sizes.size):
+        for d in range(model.n_features):
+            o, J = int(model.offsets[d]), int(model.n_levels[d])
+            recs[start[c]:start[c + 1], d] = np.repeat(np.arange(J),
+                                                       counts[c, o:o + J].astype(np.int64))
     return recs, start, counts
 
 
@@ -431,7 +452,8 @@ def _diagnose(post, method, mode="draws", table=None, advice=None):
 
 def run_method(method, model, release, *, draws: int | None = None, warmup: int | None = None,
                chains: int | None = None, seed=None, progress: bool = False, heldout=None,
-               keep_counts: bool = False, record_sweeps: int = 1, records=None, epsilon=None,
+               keep_counts: bool = False, record_sweeps: int | None = None,
+               latent: str = "auto", count_sweeps: int | None = None, records=None, epsilon=None,
                M: float = 10.0, keep: str = "last", diagnose: bool = True,
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", **options):
@@ -453,6 +475,22 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         raise IncompatibleError(f"method {method!r} is not available for the HMM; use one of "
                                 f"{', '.join(_METHODS)}")
     reject_unknown(method, options)
+    from privpost.inference._count_latent import LATENTS
+
+    if not isinstance(latent, str) or latent not in LATENTS:
+        raise PrivpostError(f"latent must be one of {', '.join(map(repr, LATENTS))}, "
+                            f"got {latent!r}")
+    if method != "damcmc" and (latent != "auto" or record_sweeps is not None
+                               or count_sweeps is not None):
+        raise PrivpostError(f"latent, record_sweeps and count_sweeps are damcmc options; "
+                            f"method {method!r} imputes nothing")
+    use_counts = latent in ("auto", "counts")
+    if use_counts and record_sweeps is not None:
+        raise PrivpostError("record_sweeps applies to latent='records' (sweeps over every latent "
+                            "report); the count-level latent (the default) takes count_sweeps")
+    if not use_counts and count_sweeps is not None:
+        raise PrivpostError("count_sweeps applies to the count-level latent (latent='counts', "
+                            "the default); latent='records' takes record_sweeps")
     from privpost.inference import _hmm_until
 
     auto = draws is None and method != "ops"
@@ -504,22 +542,39 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     elif method == "nonprivate":
         notes.append("nonprivate: exact counts of the confidential reports (no privacy)")
         exact = True
+    elif method == "damcmc" and use_counts:
+        inv_scale, l2 = _noise(release)
+        if int(q.cell_sizes.max()) > _MAX_CELL:
+            raise PrivpostError(f"cell_sizes: a cell holds {int(q.cell_sizes.max())} reports; "
+                                f"the count-level damcmc stores counts exactly up to "
+                                f"{_MAX_CELL:.0e} per cell")
+        count_sweeps = _sweeps("count_sweeps", count_sweeps)
+        latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
+                          l2=l2, sweeps=count_sweeps)
+        exact = True
+        notes.append("damcmc (hmm), latent='counts' (DESIGN §10): the true counts n[r, t, d, :] "
+                     "of every (cell, feature) are imputed given the states, n[r, t, d, :] ~ "
+                     f"Multinomial(N[r, t], theta_d[z[r, t]]) ({R} x {T} cells x "
+                     f"{model.n_features} features, {q.n_total} reports), by exact pair moves "
+                     f"({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} of random level "
+                     "pairs per group and iteration), then the z and theta Gibbs moves on them; "
+                     "exact for p(z, theta | release), cost independent of the cell sizes")
     elif method == "damcmc":
         inv_scale, l2 = _noise(release)
         cells_total = int(q.cell_sizes.sum()) * model.n_features
         if cells_total > _MAX_LATENT:
-            raise PrivpostError(f"damcmc imputes every report: {q.n_total} reports x "
-                                f"{model.n_features} features = {cells_total} latent values is "
-                                f"more than {_MAX_LATENT:.0e}; use method='naive' for data this "
-                                "large (where the noise is small relative to the counts)")
-        record_sweeps = int(record_sweeps)
-        if record_sweeps < 1:
-            raise PrivpostError(f"record_sweeps must be an integer >= 1, got {record_sweeps}")
-        latent_tpl = dict(obs=np.ascontiguousarray(obs), inv_scale=inv_scale, l2=l2,
-                          sweeps=record_sweeps)
+            raise PrivpostError(f"damcmc with latent='records' imputes every report: "
+                                f"{q.n_total} reports x {model.n_features} features = "
+                                f"{cells_total} latent values is more than {_MAX_LATENT:.0e}; "
+                                "use latent='counts' (the default), whose cost does not depend "
+                                "on the number of reports")
+        record_sweeps = _sweeps("record_sweeps", record_sweeps)
+        latent_tpl = dict(kind="records", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
+                          l2=l2, sweeps=record_sweeps)
         exact = True
-        notes.append("damcmc (hmm): latent reports imputed by record-additive MH (proposals "
-                     "from the current state's emissions), exact for p(z, theta | release)")
+        notes.append("damcmc (hmm), latent='records': latent reports imputed by record-additive "
+                     "MH (proposals from the current state's emissions), exact for "
+                     "p(z, theta | release)")
     elif method == "ops":
         if keep not in ("last", "all"):
             raise PrivpostError(f"keep must be 'last' or 'all', got {keep!r}")
@@ -556,12 +611,16 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         ops_info = {"temperature": Temp, "C": C, "epsilon_converged": eps_update,
                     "epsilon_worst_case": cost.epsilon}
 
+    notes.append(CELL_SIZES_NOTE)
     chain_objs = []
     for ch in range(chains):
         crng = np.random.default_rng(rng.integers(2**63))
         counts = counts0.copy() if latent_tpl is None else None
         latent = None
-        if latent_tpl is not None:
+        if latent_tpl is not None and latent_tpl["kind"] == "counts":
+            counts = _count_init(obs, q.cell_sizes, model, crng)
+            latent = latent_tpl
+        elif latent_tpl is not None:
             recs, start, counts = _latent_init(obs, q.cell_sizes, model, crng)
             latent = dict(latent_tpl, records=recs, start=start)
         chain_objs.append(GibbsChain(
@@ -608,7 +667,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     chain_stats = {}
     if keep_counts:
         stats["counts"] = np.stack([r["counts"] for r in results])
-    if method == "damcmc":
+    if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
     if method == "ops":
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
@@ -620,6 +679,15 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         _diagnose(post, method, mode, plan.table if plan is not None else None,
                   advice=OPS_ADVICE if method == "ops" else None)
     return post
+
+
+def _sweeps(name, value) -> int:
+    """``record_sweeps`` / ``count_sweeps``: default 1, an integer in [1, 1000]."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 1000:
+        raise PrivpostError(f"{name} must be an integer in [1, 1000], got {value!r}")
+    return int(value)
 
 
 #: what an unconverged OPS chain's warning says to do: its length is part of the privacy bound
