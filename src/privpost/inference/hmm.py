@@ -7,17 +7,33 @@
   partially collapsed Gibbs sampler (``A`` integrated out, Eq. 68; ``theta`` drawn, Eq. 69).
   Privacy: the release's ε, whatever the number of iterations (no convergence needed). The
   posterior is *not* ``p(theta | release)``: the noise is ignored (``exact=False``).
-* ``"damcmc"`` -- noise-aware and exact for ``p(z, theta | release)``: the cells' true reports
-  are latent; each Gibbs iteration sweeps every latent report with record-additive proposals
-  from the current state's emission distribution (Ju et al., seed 000, Alg. 1: the acceptance
-  ratio is the noise-density ratio on the two changed counts), then makes the same ``z`` and
-  ``theta`` Gibbs moves as ``naive`` on the imputed counts. The raw noisy counts are used (no
-  projection). Target::
+* ``"damcmc"`` -- noise-aware and exact for ``p(z, theta | release)``. The default latent
+  (``latent="counts"``, or ``"auto"``; DESIGN §10, issue 21) is the table of true counts
+  ``n[r, t, d, :]``: given the states they are independent ``Multinomial(N[r, t],
+  theta_d[z[r, t]])`` and each noisy count touches one of them, so each Gibbs iteration
+  re-imputes every (cell, feature) group by exact one-dimensional pair moves
+  (:func:`~privpost.inference._hmm_core.count_sweep` over
+  :func:`~privpost.inference._count_moves.pair_move`; ``count_sweeps`` sweeps of random level
+  pairs per group, default 1), then makes the same ``z`` and ``theta`` Gibbs moves as ``naive``
+  on the imputed counts. Target::
 
-      p(z, theta, x | obs) ∝ p(z) p(theta) prod_i theta^{z(i)}(x_i) * g(obs | counts(x))
+      p(z, theta, n | obs) ∝ p(z) p(theta) prod_{c,d} Mult(n[c, d] | N_c, theta_d[z_c])
+                             * g(obs | n)
 
-  with ``p(z)`` the Dirichlet-multinomial (collapsed ``A``) path probability and ``g`` the
-  mechanism's noise density; its ``(z, theta)`` marginal is the private posterior.
+  Its cost per iteration is ``O(cells x levels x log(noise range))``, whatever the cell sizes.
+  ``latent="records"`` keeps the record-level sampler: the cells' true reports are latent;
+  each iteration sweeps every latent report (``record_sweeps`` times, default 1) with
+  record-additive proposals from the current state's emission distribution (Ju et al., seed
+  000, Alg. 1: the acceptance ratio is the noise-density ratio on the two changed counts),
+  target ``p(z) p(theta) prod_i theta^{z(i)}(x_i) g(obs | counts(x))``, cost ``O(reports)``.
+  In both, ``p(z)`` is the Dirichlet-multinomial (collapsed ``A``) path probability and ``g``
+  the mechanism's noise density; the raw noisy counts are used (no projection); the
+  ``(z, theta)`` marginal is the private posterior (tests/test_hmm.py, test_hmm_counts.py:
+  both against enumeration and against each other).
+
+Every method conditions on the published cell sizes ``N[r, t]``, which the CellCounts release
+publishes exactly (a public parameter of the query, not covered by the release's guarantee);
+the posterior notes say so (:data:`CELL_SIZES_NOTE`).
 * ``"ops"`` -- one-posterior-sample mechanism run on the *confidential* reports (``records=``
   required, a simulation-study tool like :mod:`privpost.inference.ops`): Gibbs on the tempered
   posterior with every emission distribution truncated to ``theta_j >= a0_d = 1 / (M K_d)``.
@@ -67,8 +83,10 @@ relabelled before the diagnostics and in the result, :mod:`privpost.inference._h
 (``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
 paper's, default; ``"ffbs"``: draw ``A | z`` then each region's whole path by forward filtering,
 backward sampling -- a blocked Gibbs sampler of ``(A, z, theta)`` with the same ``(z, theta)``
-marginal, tested against the same enumeration). ``damcmc``:
-``record_sweeps`` (default 1). ``ops``: ``records`` (required), ``epsilon`` (default: the
+marginal, tested against the same enumeration). ``damcmc``: ``latent`` (``"auto"``, default,
+= ``"counts"``: the count table; ``"records"``: every report), ``count_sweeps`` (count latent,
+default 1), ``record_sweeps`` (record latent, default 1); ``chain_stats["accept_rate"]`` is the
+MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``. ``ops``: ``records`` (required), ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
 The states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
