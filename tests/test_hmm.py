@@ -148,7 +148,7 @@ def test_damcmc_matches_enumeration(latent):
     assert max(abs(v) for v in zw) > 4, zw
 
 
-@pytest.mark.parametrize("z_sampler", ["collapsed", "ffbs"])
+@pytest.mark.parametrize("z_sampler", ["collapsed", "ffbs", "marginal"])
 def test_nonprivate_gibbs_matches_enumeration(z_sampler):
     """Eq. 68-69 Gibbs (or the FFBS variant) on exact counts = the non-private HMM posterior
     (3 levels, 3 cells)."""

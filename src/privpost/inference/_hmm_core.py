@@ -25,7 +25,7 @@ from numba import njit
 
 from privpost.inference._count_moves import pair_move
 
-__all__ = ["transition_counts", "emission_loglik", "z_sweep", "state_sums", "dirichlet_blocks",
+__all__ = ["transition_counts", "emission_loglik", "z_sweep", "z_sweep_marginal", "state_sums", "dirichlet_blocks",
            "record_sweep", "count_sweep", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
            "ffbs", "slice_pair_sweeps", "truncated_dirichlet_blocks_slice"]
 
@@ -121,6 +121,85 @@ def z_sweep(z, ntr, nout, L, alpha, rng):
             if nxt >= 0:
                 ntr[new, nxt] += 1.0
                 nout[new] += 1.0
+
+
+@njit(cache=True, nogil=True)
+def z_sweep_marginal(z, ntr, nout, counts, S, off, levels, beta, alpha, use, rng):
+    """One systematic-scan Gibbs sweep of ``z`` with ``A`` **and** ``theta`` integrated out.
+
+    ``p(z_{r,t} = k | z_-, counts) ∝`` (the transition factor of :func:`z_sweep`) ``x prod_d
+    DirMult(n[c, d] | beta + S^{-c}[k, d])``, where ``S^{-c}[k, d] (K_d,)`` sums the counts of
+    feature ``d`` over the *other* used cells in state ``k`` and
+
+        log DirMult(n | a) = lgamma(sum a) - lgamma(sum a + sum n)
+                             + sum_j [lgamma(a_j + n_j) - lgamma(a_j)]
+
+    (the multinomial coefficient does not depend on ``k`` and is left out). A cell whose
+    ``use`` is 0 has no emission factor. ``S (K, W)`` are the state sums of the current ``z``
+    (:func:`state_sums`), kept up to date in place, like ``ntr``/``nout``.
+
+    Used by ``z_sampler="marginal"``: the chain sweeps ``z`` from ``p(z | counts)`` (theta
+    integrated out) and then draws ``theta | z, counts``, a partially collapsed Gibbs sampler
+    (van Dyk & Park 2008) whose invariant law is the same ``p(z, theta | counts)``: the theta
+    of the previous iteration is not read by the sweep and is redrawn before anything else
+    conditions on it. Unlike the single-site moves given ``theta``, a cell can move to an
+    *empty* state (whose emissions are then integrated over their prior, not fixed at one prior
+    draw), so chains that merged two true states are not trapped there at large cell sizes.
+    """
+    R, T = z.shape
+    K = ntr.shape[1]
+    D = off.shape[0]
+    Ka = K * alpha
+    lp = np.empty(K)
+    for r in range(R):
+        for t in range(T):
+            c = r * T + t
+            old = z[r, t]
+            prev = K if t == 0 else z[r, t - 1]
+            nxt = z[r, t + 1] if t + 1 < T else -1
+            ntr[prev, old] -= 1.0
+            nout[prev] -= 1.0
+            if nxt >= 0:
+                ntr[old, nxt] -= 1.0
+                nout[old] -= 1.0
+            if use[c]:
+                for d in range(D):
+                    for j in range(levels[d]):
+                        S[old, off[d] + j] -= counts[c, off[d] + j]
+            m = -np.inf
+            for k in range(K):
+                v = math.log(ntr[prev, k] + alpha)
+                if nxt >= 0:
+                    same = 1.0 if (prev == k and k == nxt) else 0.0
+                    stay = 1.0 if prev == k else 0.0
+                    v += math.log(ntr[k, nxt] + same + alpha) - math.log(nout[k] + stay + Ka)
+                if use[c]:
+                    for d in range(D):
+                        a_tot = 0.0
+                        n_tot = 0.0
+                        for j in range(levels[d]):
+                            w = off[d] + j
+                            a = beta + S[k, w]
+                            x = counts[c, w]
+                            a_tot += a
+                            n_tot += x
+                            if x != 0.0:
+                                v += math.lgamma(a + x) - math.lgamma(a)
+                        v += math.lgamma(a_tot) - math.lgamma(a_tot + n_tot)
+                lp[k] = v
+                if v > m:
+                    m = v
+            new = _draw_from_log(lp, K, m, rng)
+            z[r, t] = new
+            ntr[prev, new] += 1.0
+            nout[prev] += 1.0
+            if nxt >= 0:
+                ntr[new, nxt] += 1.0
+                nout[new] += 1.0
+            if use[c]:
+                for d in range(D):
+                    for j in range(levels[d]):
+                        S[new, off[d] + j] += counts[c, off[d] + j]
 
 
 @njit(cache=True, nogil=True)

@@ -315,6 +315,7 @@ class GibbsChain:
         n = int(n)
         if n <= 0:
             return
+        blk = None
         if keep:
             blk = {"theta": np.empty((n, K, m.width)), "pi": np.empty((n, K)),
                    "A": np.empty((n, K, K)), "z": np.empty((n, R, T), dtype=np.int64)}
@@ -336,6 +337,16 @@ class GibbsChain:
                         latent["records"], latent["start"], z, theta, m.offsets, m.levels_arr,
                         counts, latent["obs"], latent["inv_scale"], latent["l2"], self.use, rng)
                     self.n_prop += latent["records"].size
+            if self.z_sampler == "marginal":
+                S = core.state_sums(z, counts, self.use, K)
+                core.z_sweep_marginal(z, self.ntr, self.nout, counts, S, m.offsets,
+                                      m.levels_arr, m.beta, m.alpha, self.use, rng)
+                self._draw_theta()
+                self._keep(blk, s, keep)
+                if progress is not None:
+                    progress(self.done)
+                self.done += 1
+                continue
             core.emission_loglik(counts, logtheta, self.use, self.inv_temp, self.L)
             if self.z_sampler == "ffbs":
                 core.ffbs(z, core.draw_transitions(self.ntr, m.alpha, rng), self.L, rng)
@@ -343,20 +354,26 @@ class GibbsChain:
             else:
                 core.z_sweep(z, self.ntr, self.nout, self.L, m.alpha, rng)
             self._draw_theta()
-            if keep:
-                A = core.draw_transitions(self.ntr, m.alpha, rng)
-                blk["theta"][s] = theta
-                blk["pi"][s] = A[K]
-                blk["A"][s] = A[:K]
-                blk["z"][s] = z
-                if self.keep_counts:
-                    blk["counts"][s] = counts
+            self._keep(blk, s, keep)
             if progress is not None:
                 progress(self.done)
             self.done += 1
         if keep:
             self.blocks.append(blk)
             self.n_stored += n
+
+    def _keep(self, blk, s, keep) -> None:
+        """Store draw ``s`` of the block (``A`` drawn given the paths) when ``keep``."""
+        if not keep:
+            return
+        m, K = self.model, self.model.n_states
+        A = _core().draw_transitions(self.ntr, m.alpha, self.rng)
+        blk["theta"][s] = self.theta
+        blk["pi"][s] = A[K]
+        blk["A"][s] = A[:K]
+        blk["z"][s] = self.z
+        if self.keep_counts:
+            blk["counts"][s] = self.counts
 
     def result(self) -> dict:
         """The kept draws (:func:`gibbs_chain`'s return value); ``n_stored`` their number."""
@@ -530,9 +547,13 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     if chains is None:
         chains = 1 if method == "ops" else _hmm_until.CHAINS
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
-    if z_sampler not in ("collapsed", "ffbs"):
-        raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's) or 'ffbs', "
-                            f"got {z_sampler!r}")
+    if z_sampler not in ("collapsed", "ffbs", "marginal"):
+        raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's), 'ffbs' or "
+                            f"'marginal', got {z_sampler!r}")
+    if z_sampler == "marginal" and method == "ops":
+        raise PrivpostError("z_sampler='marginal' integrates theta out of the z moves; OPS's "
+                            "tempered, truncated emissions have no closed-form marginal: use "
+                            "'collapsed' or 'ffbs'")
     if release is None:
         raise IncompatibleError(f"{method} for the HMM needs the cell_counts release (its public "
                                 "cell sizes define the grid)")
