@@ -175,9 +175,11 @@ def _zscores(t, ref):
     return np.array(zs)
 
 
-@pytest.mark.parametrize("kind,z_sampler", [("l1", "collapsed"), ("l2", "collapsed"),
-                                             ("l1", "marginal")])
-def test_count_level_damcmc_matches_enumeration(kind, z_sampler):
+@pytest.mark.parametrize("kind,z_sampler,shift", [("l1", "collapsed", True),
+                                                   ("l2", "collapsed", True),
+                                                   ("l1", "marginal", True),
+                                                   ("l2", "collapsed", False)])
+def test_count_level_damcmc_matches_enumeration(kind, z_sampler, shift):
     obs = {"l1": np.array([1.6, 0.2, -0.4, 1.3, 0.3, 0.9, -0.2, 0.1, 0.6, 0.5,
                            0.3, 1.2, 0.8, 0.1, 2.2]),
            "l2": np.array([1.2, 0.5, 0.1, 1.6, 0.2, -0.3, 0.4, 1.1, 0.8, 0.1,
@@ -191,7 +193,10 @@ def test_count_level_damcmc_matches_enumeration(kind, z_sampler):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = pp.infer(model, rel, method="damcmc", draws=5000, warmup=200, chains=3, seed=11,
-                        keep_counts=True, z_sampler=z_sampler)
+                        keep_counts=True, z_sampler=z_sampler, count_shift=shift)
+    if shift:
+        rate = post.chain_stats["shift_accept_rate"]
+        assert np.all((rate > 0.05) & (rate < 0.95)), rate     # the move does move
     assert post.exact
     assert any("latent='counts'" in n for n in post.notes)
     t = _targets(post, LEVELS)
@@ -301,6 +306,11 @@ def test_options_are_checked():
     for bad in (0, -1, 1.5, True, 10**6, "2"):
         with pytest.raises(PrivpostError, match="count_sweeps"):
             pp.infer(m, rel, method="damcmc", draws=5, warmup=5, count_sweeps=bad)
+    with pytest.raises(PrivpostError, match="count_shift"):
+        pp.infer(m, rel, method="damcmc", draws=5, warmup=5, count_shift="yes")
+    with pytest.raises(PrivpostError, match="count_shift"):
+        pp.infer(m, rel, method="damcmc", draws=5, warmup=5, latent="records",
+                 count_shift=False)
     with pytest.raises(PrivpostError, match="marginal"):
         pp.infer(m, rel, method="ops", records=np.array([[0, 0, 0], [0, 0, 1], [0, 1, 1],
                                                          [0, 2, 0], [0, 2, 0]]),

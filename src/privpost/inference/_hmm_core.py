@@ -23,10 +23,10 @@ import math
 import numpy as np
 from numba import njit
 
-from privpost.inference._count_moves import pair_move
+from privpost.inference._count_moves import _lgamma_diff, pair_move
 
 __all__ = ["transition_counts", "emission_loglik", "z_sweep", "z_sweep_marginal", "state_sums", "dirichlet_blocks",
-           "record_sweep", "count_sweep", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
+           "record_sweep", "count_sweep", "shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
            "ffbs", "slice_pair_sweeps", "truncated_dirichlet_blocks_slice"]
 
 
@@ -401,6 +401,120 @@ def count_sweep(z, logtheta, off, levels, counts, obs, w, l2, use, sweeps, rng):
                     if step != 0.0:
                         moved += 1
     return moved, moves
+
+
+@njit(cache=True, nogil=True)
+def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
+                stats, rng):
+    """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
+    feature): for every state ``k`` and feature ``d``, one MH move of ``theta_d[k] (K_d,)``
+    together with the counts of every used cell in state ``k``.
+
+    Free coordinates ``v_j = log theta_j - log theta_J`` (``j < J = K_d``); proposal ``v' = v +
+    step * N(0, I)`` (symmetric), ``step = exp(logstep[k, d])``. The residuals ``rho_cj = n_cj -
+    round(N_c theta_j)`` are held fixed for ``j < J`` in every cell ``c`` with ``z_c = k``; the
+    last level takes ``N_c`` minus the rest; the move is rejected when a count is negative. For
+    fixed ``v`` the map ``rho <-> n`` is an integer shift, so ``(v, rho) <-> (v, n)`` is a
+    bijection with unit Jacobian on the integer part, and the MH ratio is that of the target
+    density of ``(v, n)`` given ``z`` and the other parameters:
+
+        log pi(v, n) = beta * sum_j log theta_j          (Dirichlet(beta) x |d theta / d v|)
+                     + sum_c [sum_j n_cj log theta_j - lgamma(n_cj + 1)]      (Multinomial)
+                     + sum_c log eta(obs_c - n_c)                             (the noise)
+
+    (``|d theta / d v| = prod_j theta_j`` for the additive log-ratio map). It moves theta by
+    its posterior width, not by the width of ``theta | counts``, so mixing does not collapse
+    when the noise is large against ``sqrt(N)``. ``adapt``: stochastic approximation (fixed
+    gain 0.5) of ``logstep`` towards acceptance 0.3 (warm-up only: the kept draws use a fixed
+    kernel). ``stats[0] +=``
+    proposals, ``stats[1] +=`` acceptances. ``counts``, ``theta``, ``logstep`` in place.
+    """
+    R, Tt = z.shape
+    C = R * Tt
+    K = theta.shape[0]
+    D = off.shape[0]
+    maxJ = 0
+    for d in range(D):
+        if levels[d] > maxJ:
+            maxJ = levels[d]
+    newc = np.empty((C, maxJ))
+    tp = np.empty(maxJ)
+    for k in range(K):
+        for d in range(D):
+            o = off[d]
+            J = levels[d]
+            ok = True
+            for j in range(J):
+                if not theta[k, o + j] > 0.0:
+                    ok = False
+            if not ok:          # a level of probability 0 (Gamma underflow): no move
+                continue
+            step = math.exp(logstep[k, d])
+            lJ = math.log(theta[k, o + J - 1])
+            mx = 0.0
+            for j in range(J - 1):
+                tp[j] = math.log(theta[k, o + j]) - lJ + step * rng.standard_normal()
+                if tp[j] > mx:
+                    mx = tp[j]
+            tot = math.exp(-mx)
+            for j in range(J - 1):
+                tp[j] = math.exp(tp[j] - mx)
+                tot += tp[j]
+            tp[J - 1] = math.exp(-mx)
+            ok = True
+            logr = 0.0
+            for j in range(J):
+                tp[j] /= tot
+                if not tp[j] > 0.0:
+                    ok = False
+                    break
+                logr += beta * (math.log(tp[j]) - math.log(theta[k, o + j]))
+            if ok:
+                for c in range(C):
+                    if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                        continue
+                    N = sizes[c]
+                    rest = N
+                    for j in range(J):
+                        if j < J - 1:
+                            nj = (counts[c, o + j] - math.floor(N * theta[k, o + j] + 0.5)
+                                  + math.floor(N * tp[j] + 0.5))
+                            rest -= nj
+                        else:
+                            nj = rest
+                        if nj < 0.0:
+                            ok = False
+                            break
+                        newc[c, j] = nj
+                    if not ok:
+                        break
+                    for j in range(J):
+                        cur = counts[c, o + j]
+                        nj = newc[c, j]
+                        if nj > 0.0:
+                            logr += nj * math.log(tp[j])
+                        if cur > 0.0:
+                            logr -= cur * math.log(theta[k, o + j])
+                        logr -= _lgamma_diff(cur + 1.0, nj - cur)
+                        ob = obs[c, o + j]
+                        if l2:
+                            logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
+                        else:
+                            logr -= w * (abs(ob - nj) - abs(ob - cur))
+            accepted = ok and (logr >= 0.0 or math.log(rng.random()) < logr)
+            stats[0] += 1
+            if accepted:
+                stats[1] += 1
+                for c in range(C):
+                    if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                        continue
+                    for j in range(J):
+                        counts[c, o + j] = newc[c, j]
+                for j in range(J):
+                    theta[k, o + j] = tp[j]
+            if adapt:
+                logstep[k, d] += ((1.0 if accepted else 0.0) - 0.3) * 0.5
+                logstep[k, d] = min(max(logstep[k, d], -30.0), 2.0)
 
 
 @njit(cache=True, nogil=True)

@@ -288,6 +288,8 @@ class GibbsChain:
         self.theta = np.empty((K, W))
         self.L = np.empty((R * T, K))
         self.n_acc = self.n_prop = 0
+        self.logstep = np.full((model.n_states, len(model.n_levels)), -3.0)
+        self.shift_stats = np.zeros(2)          # residual-shift moves: proposed, accepted
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -331,6 +333,13 @@ class GibbsChain:
                     latent["inv_scale"], latent["l2"], self.use, latent["sweeps"], rng)
                 self.n_acc += moved
                 self.n_prop += moves
+                if latent["shift"]:
+                    core.shift_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
+                                     latent["sizes"], latent["inv_scale"], latent["l2"],
+                                     self.use, m.beta, self.logstep, not keep, self.shift_stats,
+                                     rng)
+                    with np.errstate(divide="ignore"):
+                        logtheta = np.log(theta)
             elif latent is not None:
                 for _ in range(latent["sweeps"]):
                     self.n_acc += core.record_sweep(
@@ -392,6 +401,8 @@ class GibbsChain:
                 out[key] = np.empty((0,) + shp, dtype=np.int64 if key == "z" else np.float64)
         if self.latent is not None:     # records: MH acceptance; counts: moves with k != 0
             out["accept_rate"] = self.n_acc / max(self.n_prop, 1)
+            if self.latent.get("shift"):
+                out["shift_accept_rate"] = self.shift_stats[1] / max(self.shift_stats[0], 1.0)
         out["n_stored"] = self.n_stored
         return out
 
@@ -488,7 +499,8 @@ def _diagnose(post, method, mode="draws", table=None, advice=None):
 def run_method(method, model, release, *, draws: int | None = None, warmup: int | None = None,
                chains: int | None = None, seed=None, progress: bool = False, heldout=None,
                keep_counts: bool = False, record_sweeps: int | None = None,
-               latent: str = "auto", count_sweeps: int | None = None, records=None, epsilon=None,
+               latent: str = "auto", count_sweeps: int | None = None, count_shift: bool = True,
+               records=None, epsilon=None,
                M: float = 10.0, keep: str = "last", diagnose: bool = True,
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", **options):
@@ -516,16 +528,17 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         raise PrivpostError(f"latent must be one of {', '.join(map(repr, LATENTS))}, "
                             f"got {latent!r}")
     if method != "damcmc" and (latent != "auto" or record_sweeps is not None
-                               or count_sweeps is not None):
-        raise PrivpostError(f"latent, record_sweeps and count_sweeps are damcmc options; "
-                            f"method {method!r} imputes nothing")
+                               or count_sweeps is not None or count_shift is not True):
+        raise PrivpostError(f"latent, record_sweeps, count_sweeps and count_shift are damcmc "
+                            f"options; method {method!r} imputes nothing")
     use_counts = latent in ("auto", "counts")
     if use_counts and record_sweeps is not None:
         raise PrivpostError("record_sweeps applies to latent='records' (sweeps over every latent "
                             "report); the count-level latent (the default) takes count_sweeps")
-    if not use_counts and count_sweeps is not None:
-        raise PrivpostError("count_sweeps applies to the count-level latent (latent='counts', "
-                            "the default); latent='records' takes record_sweeps")
+    if not use_counts and (count_sweeps is not None or count_shift is not True):
+        raise PrivpostError("count_sweeps and count_shift apply to the count-level latent "
+                            "(latent='counts', the default); latent='records' takes "
+                            "record_sweeps")
     from privpost.inference import _hmm_until
 
     auto = draws is None and method != "ops"
@@ -588,16 +601,22 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                                 f"the count-level damcmc stores counts exactly up to "
                                 f"{_MAX_CELL:.0e} per cell")
         count_sweeps = _sweeps("count_sweeps", count_sweeps)
+        if not isinstance(count_shift, bool):
+            raise PrivpostError(f"count_shift must be True or False, got {count_shift!r}")
         latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
-                          l2=l2, sweeps=count_sweeps)
+                          l2=l2, sweeps=count_sweeps, shift=count_shift,
+                          sizes=np.ascontiguousarray(q.cell_sizes.ravel(), dtype=np.float64))
         exact = True
         notes.append("damcmc (hmm), latent='counts' (DESIGN §10): the true counts n[r, t, d, :] "
                      "of every (cell, feature) are imputed given the states, n[r, t, d, :] ~ "
                      f"Multinomial(N[r, t], theta_d[z[r, t]]) ({R} x {T} cells x "
                      f"{model.n_features} features, {q.n_total} reports), by exact pair moves "
                      f"({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} of random level "
-                     "pairs per group and iteration), then the z and theta Gibbs moves on them; "
-                     "exact for p(z, theta | release), cost independent of the cell sizes")
+                     "pairs per group and iteration), "
+                     + ("a non-centred residual-shift MH move of each state's emissions with "
+                        "the counts of its cells, " if count_shift else "")
+                     + "then the z and theta Gibbs moves on them; exact for p(z, theta | "
+                     "release), cost independent of the cell sizes")
     elif method == "damcmc":
         inv_scale, l2 = _noise(release)
         cells_total = int(q.cell_sizes.sum()) * model.n_features
@@ -708,6 +727,9 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         stats["counts"] = np.stack([r["counts"] for r in results])
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
+        if "shift_accept_rate" in results[0]:
+            chain_stats["shift_accept_rate"] = np.array([r["shift_accept_rate"]
+                                                         for r in results])
     if method == "ops":
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
