@@ -14,8 +14,12 @@
   re-imputes every (cell, feature) group by exact one-dimensional pair moves
   (:func:`~privpost.inference._hmm_core.count_sweep` over
   :func:`~privpost.inference._count_moves.pair_move`; ``count_sweeps`` sweeps of random level
-  pairs per group, default 1), then makes the same ``z`` and ``theta`` Gibbs moves as ``naive``
-  on the imputed counts. Target::
+  pairs per group, default 1) and, with ``count_shift=True`` (default), one non-centred
+  residual-shift MH move per state and feature that moves the state's emissions together with
+  the counts of its cells (:func:`~privpost.inference._hmm_core.shift_moves`; without it the
+  chain's theta moves only by the width of ``theta | counts``, far less than its posterior
+  width when the noise is large against ``sqrt(N)``), then makes the same ``z`` and ``theta``
+  Gibbs moves as ``naive`` on the imputed counts. Target::
 
       p(z, theta, n | obs) ∝ p(z) p(theta) prod_{c,d} Mult(n[c, d] | N_c, theta_d[z_c])
                              * g(obs | n)
@@ -83,9 +87,13 @@ relabelled before the diagnostics and in the result, :mod:`privpost.inference._h
 (``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
 paper's, default; ``"ffbs"``: draw ``A | z`` then each region's whole path by forward filtering,
 backward sampling -- a blocked Gibbs sampler of ``(A, z, theta)`` with the same ``(z, theta)``
-marginal, tested against the same enumeration). ``damcmc``: ``latent`` (``"auto"``, default,
+marginal, tested against the same enumeration; ``"marginal"``: the single-site moves with
+``theta`` integrated out as well (Dirichlet-multinomial), then ``theta | z`` -- a partially
+collapsed Gibbs sampler that lets a cell move to an empty state, which the other two cannot at
+large cell sizes (chains that merged two true states stay so); not for ``ops``). ``damcmc``: ``latent`` (``"auto"``, default,
 = ``"counts"``: the count table; ``"records"``: every report), ``count_sweeps`` (count latent,
-default 1), ``record_sweeps`` (record latent, default 1); ``chain_stats["accept_rate"]`` is the
+default 1), ``count_shift`` (count latent: the residual-shift move, default True),
+``record_sweeps`` (record latent, default 1); ``chain_stats["accept_rate"]`` is the
 MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``. ``ops``: ``records`` (required), ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
@@ -250,11 +258,13 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
     iterations, warmup : ints; draws kept = iterations - warmup.
     inv_temp : 1/T for OPS (emission log-likelihood and Dirichlet counts scaled).
     trunc : None or list of D truncations ``a0_d`` (OPS).
-    latent : None or dict(records (N, D) int64, start (R*T+1,), obs (R*T, W), inv_scale, l2,
-        sweeps) -- the damcmc record sweeps.
-    z_sampler : "collapsed" (Eq. 68 single-site, A integrated out; the paper's) or "ffbs"
+    latent : None or dict(kind "records", records (N, D) int64, start (R*T+1,), obs (R*T, W),
+        inv_scale, l2, sweeps) -- the damcmc record sweeps -- or dict(kind "counts", obs,
+        inv_scale, l2, sweeps, shift, sizes (R*T,) float64) -- the count-level latent.
+    z_sampler : "collapsed" (Eq. 68 single-site, A integrated out; the paper's), "ffbs"
         (A | z drawn, then every region's path by forward filtering, backward sampling: blocked
-        Gibbs on (A, z, theta), same (z, theta) marginal target).
+        Gibbs on (A, z, theta), same (z, theta) marginal target) or "marginal" (single-site
+        with A and theta integrated out, then theta | z: partially collapsed Gibbs).
 
     Returns
     -------
