@@ -131,6 +131,7 @@ __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncate
 
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
+_SHIFT_REPS = 10               # residual-shift moves of each state's emissions per iteration
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
 
 #: the posterior notes of every HMM method: the cell sizes are published exactly
@@ -299,7 +300,7 @@ class GibbsChain:
         self.L = np.empty((R * T, K))
         self.n_acc = self.n_prop = 0
         self.logstep = np.full((model.n_states, len(model.n_levels)), -3.0)
-        self.shift_stats = np.zeros(2)          # residual-shift moves: proposed, accepted
+        self.shift_stats = np.zeros(4)    # residual-shift moves of theta, then of z: proposed, accepted
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -347,7 +348,11 @@ class GibbsChain:
                     core.shift_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
                                      latent["sizes"], latent["inv_scale"], latent["l2"],
                                      self.use, m.beta, self.logstep, not keep, self.shift_stats,
-                                     rng)
+                                     rng, _SHIFT_REPS)
+                    core.state_shift_moves(z, self.ntr, self.nout, theta, counts,
+                                           latent["obs"], m.offsets, m.levels_arr,
+                                           latent["sizes"], latent["inv_scale"], latent["l2"],
+                                           self.use, m.alpha, self.shift_stats, rng)
                     with np.errstate(divide="ignore"):
                         logtheta = np.log(theta)
             elif latent is not None:
@@ -413,6 +418,8 @@ class GibbsChain:
             out["accept_rate"] = self.n_acc / max(self.n_prop, 1)
             if self.latent.get("shift"):
                 out["shift_accept_rate"] = self.shift_stats[1] / max(self.shift_stats[0], 1.0)
+                out["state_shift_accept_rate"] = (self.shift_stats[3]
+                                                  / max(self.shift_stats[2], 1.0))
         out["n_stored"] = self.n_stored
         return out
 
@@ -623,8 +630,9 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                      f"{model.n_features} features, {q.n_total} reports), by exact pair moves "
                      f"({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} of random level "
                      "pairs per group and iteration), "
-                     + ("a non-centred residual-shift MH move of each state's emissions with "
-                        "the counts of its cells, " if count_shift else "")
+                     + ("non-centred residual-shift MH moves (each state's emissions with "
+                        "the counts of its cells; each cell's state with its counts), "
+                        if count_shift else "")
                      + "then the z and theta Gibbs moves on them; exact for p(z, theta | "
                      "release), cost independent of the cell sizes")
     elif method == "damcmc":
@@ -737,9 +745,9 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         stats["counts"] = np.stack([r["counts"] for r in results])
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
-        if "shift_accept_rate" in results[0]:
-            chain_stats["shift_accept_rate"] = np.array([r["shift_accept_rate"]
-                                                         for r in results])
+        for key in ("shift_accept_rate", "state_shift_accept_rate"):
+            if key in results[0]:
+                chain_stats[key] = np.array([r[key] for r in results])
     if method == "ops":
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
