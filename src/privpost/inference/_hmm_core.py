@@ -405,7 +405,7 @@ def count_sweep(z, logtheta, off, levels, counts, obs, w, l2, use, sweeps, rng):
 
 @njit(cache=True, nogil=True)
 def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
-                stats, rng, reps=1):
+                stats, rng, reps, vscale):
     """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
     feature): for every state ``k`` and feature ``d``, one MH move of ``theta_d[k] (K_d,)``
     together with the counts of every used cell in state ``k``.
@@ -430,6 +430,9 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
     proposals, ``stats[1] +=`` acceptances. ``counts``, ``theta``, ``logstep`` in place.
     ``reps`` moves per block (each costs ``O(cells x K_d)``, far below a pair sweep, while a
     random walk in ``K_d - 1`` dimensions needs many steps per independent draw).
+    ``vscale (K, W)``: per-coordinate proposal scales (coordinate ``j`` of block ``(k, d)`` in
+    ``vscale[k, off[d] + j]``; fixed during a run of kept draws, learnt in the warm-up by the
+    caller), so the proposal stays symmetric: ``v'_j = v_j + step * vscale_j * N(0, 1)``.
     """
     R, Tt = z.shape
     C = R * Tt
@@ -457,7 +460,8 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
             lJ = math.log(theta[k, o + J - 1])
             mx = 0.0
             for j in range(J - 1):
-                tp[j] = math.log(theta[k, o + j]) - lJ + step * rng.standard_normal()
+                tp[j] = (math.log(theta[k, o + j]) - lJ
+                         + step * vscale[k, o + j] * rng.standard_normal())
                 if tp[j] > mx:
                     mx = tp[j]
             tot = math.exp(-mx)

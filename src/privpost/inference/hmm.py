@@ -300,6 +300,13 @@ class GibbsChain:
         self.L = np.empty((R * T, K))
         self.n_acc = self.n_prop = 0
         self.logstep = np.full((model.n_states, len(model.n_levels)), -3.0)
+        # per-coordinate scales of the residual-shift proposal (additive log-ratio coordinates
+        # of each emission block): the coordinates' sd over the warm-up (Welford), normalised
+        # to geometric mean 1 per block; fixed while draws are kept
+        self.vscale = np.ones((model.n_states, model.width))
+        self._vn = 0
+        self._vmean = np.zeros((model.n_states, model.width))
+        self._vm2 = np.zeros((model.n_states, model.width))
         self.shift_stats = np.zeros(4)    # residual-shift moves of theta, then of z: proposed, accepted
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
@@ -348,7 +355,9 @@ class GibbsChain:
                     core.shift_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
                                      latent["sizes"], latent["inv_scale"], latent["l2"],
                                      self.use, m.beta, self.logstep, not keep, self.shift_stats,
-                                     rng, _SHIFT_REPS)
+                                     rng, _SHIFT_REPS, self.vscale)
+                    if not keep:
+                        self._learn_scales()
                     core.state_shift_moves(z, self.ntr, self.nout, theta, counts,
                                            latent["obs"], m.offsets, m.levels_arr,
                                            latent["sizes"], latent["inv_scale"], latent["l2"],
@@ -385,6 +394,28 @@ class GibbsChain:
         if keep:
             self.blocks.append(blk)
             self.n_stored += n
+
+    def _learn_scales(self) -> None:
+        """Warm-up only: update the running sd of every log-ratio coordinate and the scales."""
+        m = self.model
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lt = np.log(self.theta)
+            v = np.empty_like(lt)
+            for o, J in zip(m.offsets, m.n_levels):
+                v[:, o:o + J] = lt[:, o:o + J] - lt[:, o + J - 1:o + J]
+        if not np.all(np.isfinite(v)):
+            return
+        self._vn += 1
+        delta = v - self._vmean
+        self._vmean += delta / self._vn
+        self._vm2 += delta * (v - self._vmean)
+        if self._vn < 20:
+            return
+        sd = np.sqrt(self._vm2 / (self._vn - 1))
+        for o, J in zip(m.offsets, m.n_levels):
+            blk = np.maximum(sd[:, o:o + J - 1], 1e-12)
+            gm = np.exp(np.mean(np.log(blk), axis=1, keepdims=True))
+            self.vscale[:, o:o + J - 1] = blk / gm
 
     def _keep(self, blk, s, keep) -> None:
         """Store draw ``s`` of the block (``A`` drawn given the paths) when ``keep``."""
