@@ -14,12 +14,14 @@
   re-imputes every (cell, feature) group by exact one-dimensional pair moves
   (:func:`~privpost.inference._hmm_core.count_sweep` over
   :func:`~privpost.inference._count_moves.pair_move`; ``count_sweeps`` sweeps of random level
-  pairs per group, default 1) and, with ``count_shift=True`` (default), one non-centred
-  residual-shift MH move per state and feature that moves the state's emissions together with
-  the counts of its cells (:func:`~privpost.inference._hmm_core.shift_moves`; without it the
-  chain's theta moves only by the width of ``theta | counts``, far less than its posterior
-  width when the noise is large against ``sqrt(N)``), then makes the same ``z`` and ``theta``
-  Gibbs moves as ``naive`` on the imputed counts. Target::
+  pairs per group, default 1) and, with ``count_shift=True`` (default), non-centred
+  residual-shift MH moves: 10 per state and feature that move the state's emissions together
+  with the counts of its cells (:func:`~privpost.inference._hmm_core.shift_moves`; without
+  them theta moves only by the width of ``theta | counts``, far less than its posterior width
+  when the noise is large against ``sqrt(N)``), and one per cell that moves the cell's state
+  together with its counts (:func:`~privpost.inference._hmm_core.state_shift_moves`; given
+  the counts a cell's state is sticky when the noise is large), then makes the same ``z`` and
+  ``theta`` Gibbs moves as ``naive`` on the imputed counts. Target::
 
       p(z, theta, n | obs) ∝ p(z) p(theta) prod_{c,d} Mult(n[c, d] | N_c, theta_d[z_c])
                              * g(obs | n)
