@@ -623,7 +623,8 @@ def infer_cmd(
         for path_written in (output, predictive_plot):
             if path_written is not None:
                 out.print(f"wrote [bold]{path_written}[/]")
-    if output is None and predictive_plot is None:   # no file written: may exit quickly
+    # no file left open (to_netcdf has closed the netCDF file it wrote): may exit quickly
+    if predictive_plot is None:
         from privpost._exit import allow
 
         allow()
@@ -864,8 +865,8 @@ _register_compositional()
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    """The ``privpost`` console script: run the command, then exit; after a command that wrote
-    no file (``infer``), without the interpreter's teardown (:mod:`privpost._exit`)."""
+    """The ``privpost`` console script: run the command, then exit; after a command that left
+    no file open (``infer``), without the interpreter's teardown (:mod:`privpost._exit`)."""
     try:
         app()
     except SystemExit as exc:
