@@ -41,7 +41,7 @@ K_MCSE = 4.0
 def _ess(x) -> float:
     import arviz as az
 
-    return float(az.ess(np.asarray(x, dtype=float), method="mean"))
+    return float(az.ess(np.atleast_2d(np.asarray(x, dtype=float)), method="mean"))
 
 
 def z_mean(draws, exact) -> float:

@@ -657,16 +657,14 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
 
 def _check_convergence(post, min_ess: float = 100.0) -> None:
     """Loud warning (and a note) when the bulk ESS of any coordinate is below ``min_ess``."""
-    import arviz as az
+    from privpost.diagnostics import ess_bulk   # = arviz-stats' bulk ESS, without ArviZ
 
     worst = math.inf
     for name in post.param_names:
         arr = post.draws[name]
         flat = arr.reshape(arr.shape[0], arr.shape[1], -1)
         for j in range(flat.shape[2]):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                e = float(az.ess(flat[:, :, j]))
+            e = ess_bulk(flat[:, :, j])
             worst = min(worst, e if math.isfinite(e) else 0.0)
     if worst < min_ess:
         msg = (f"penalty-mcmc: bulk ESS {worst:.0f} < {min_ess:.0f}: the chain allowed by this "
