@@ -175,8 +175,8 @@ def test_posterior_contract():
     block = _block("Posterior(draws")
     check_signature(Posterior, _constructor_params(block, "Posterior"), where="Posterior")
     methods = _CALL.findall(_strip_comments(block).split(")\n", 1)[1])
-    assert {m for m, _ in methods} == {"to_arviz", "summary", "plot", "interval", "to_netcdf",
-                                       "from_netcdf"}
+    assert {m for m, _ in methods} == {"groups", "to_datatree", "to_arviz", "summary", "plot",
+                                       "interval", "to_netcdf", "from_netcdf"}
     for name, params in methods:
         check_signature(getattr(Posterior, name), params, where=f"Posterior.{name}")
 
