@@ -104,12 +104,16 @@ def test_arviz_reads_the_file_and_from_netcdf_round_trips(tmp_path):
             assert got[k].dtype == want[k].dtype and np.array_equal(got[k], want[k]), k
 
 
-def test_unwritable_dtype_is_refused_before_the_file_is_made(tmp_path):
+def test_unwritable_dtype_or_path_is_refused(tmp_path):
     post = Posterior(draws={"theta": np.zeros((1, 4))},
                      sample_stats={"label": np.array([[object()] * 4])})
     with pytest.raises(PrivpostError, match="sample_stats/label"):
         post.to_netcdf(tmp_path / "p.nc")
     assert not (tmp_path / "p.nc").exists()
+    good = Posterior(draws={"theta": np.zeros((1, 4))})
+    for bad in (tmp_path / "no-such-folder" / "p.nc", tmp_path):
+        with pytest.raises(PrivpostError, match="cannot create the netCDF file"):
+            good.to_netcdf(bad)
 
 
 def test_cli_infer_writes_a_complete_file_and_imports_no_xarray_or_plotting(tmp_path):

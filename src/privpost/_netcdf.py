@@ -47,7 +47,8 @@ def write_groups(groups: dict[str, dict], path: str) -> None:
 
     ``groups``: ``{group: {"vars": {name: (dims, array)}, "coords": {dim: array (size,)},
     "attrs": {str: str | int}}}``; every dimension used by a variable has a coordinate of its
-    size. The file is complete and closed when this returns (an existing file is replaced).
+    size. The file is complete and closed when this returns (an existing file is replaced); a
+    path that cannot be created is refused with a :class:`~privpost.errors.PrivpostError`.
     """
     import h5netcdf
 
@@ -58,7 +59,11 @@ def write_groups(groups: dict[str, dict], path: str) -> None:
                     raise PrivpostError(f"{gname}/{name}: dimension {d!r} of size {size} has "
                                         "no coordinate of that size")
             _encode(gname, name, arr)
-    with h5netcdf.File(path, "w") as f:
+    try:
+        f = h5netcdf.File(path, "w")
+    except OSError as exc:                     # no such folder, a folder, no permission, ...
+        raise PrivpostError(f"output {path}: cannot create the netCDF file ({exc})") from None
+    with f:
         for gname, g in groups.items():
             grp = f.create_group(gname)
             grp.dimensions = {d: len(c) for d, c in g["coords"].items()}
