@@ -151,3 +151,17 @@ def test_cli_infer_writes_a_complete_file_and_imports_no_xarray_or_plotting(tmp_
     wrong = run("from privpost.posterior import Posterior\n"
                 "Posterior.to_netcdf = lambda self, p: self.to_datatree().to_netcdf(p)\n")
     assert {"xarray", "pandas"} <= wrong
+
+
+def test_reads_a_file_written_with_arviz_0x():
+    """tests/data/posterior_arviz0.nc was written by privpost 2cc9145 (Python 3.11, ArviZ
+    0.23.4: ``to_arviz().to_netcdf``) from draws of ``default_rng(24)``, drawn in this order."""
+    rng = np.random.default_rng(24)
+    theta, b = rng.normal(size=(2, 6)), rng.normal(size=(2, 6, 2))
+    acc, r = rng.random((2, 6)), rng.random((2, 3))
+    post = Posterior.from_netcdf(Path(__file__).parent / "data" / "posterior_arviz0.nc")
+    assert np.array_equal(post.draws["theta"], theta) and np.array_equal(post.draws["b"], b)
+    assert np.array_equal(post.sample_stats["accept_rate"], acc)
+    assert np.array_equal(post.chain_stats["r"], r)
+    assert post.method == "damcmc" and post.model == {"name": "m"} and post.converged is False
+    assert post.notes == ["written by privpost 2cc9145 with ArviZ 0.23.4"]
