@@ -98,7 +98,7 @@ class PredictiveCheck:
         """The ``posterior_predictive`` (``released``: chain, draw, coordinate) and
         ``observed_data`` (``released``: coordinate) groups, in the plain layout of
         :meth:`privpost.posterior.Posterior.groups` (coordinate = the release's labels)."""
-        c, m, d = self.replicated.shape
+        c, m = self.replicated.shape[:2]
         labels = np.asarray([str(v) for v in self.labels], dtype=str)
         return {
             "posterior_predictive": {
