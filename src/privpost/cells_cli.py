@@ -81,6 +81,9 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         rel = release(data_.records, query=q, mechanism=mech, seed=seed, metadata=meta)
         rel.save(output)
         R, T = q.cell_sizes.shape
+        from privpost.cli import _print_not_covered, _privacy_text
+
         out.print(f"wrote [bold]{output}[/]: counts of {rel.n} reports in {R} x {T} cells, "
                   f"{len(feats)} features, {mech.name} scale {rel.mechanism.scale:.6g}; "
-                  f"privacy {rel.privacy}")
+                  f"privacy {_privacy_text(rel.privacy)}", highlight=False)
+        _print_not_covered(rel)

@@ -233,6 +233,7 @@ def release_cmd(
     rel = release(records, query=q, mechanism=m, neighbours=doc.get("neighbours", neighbours),
                   seed=seed, metadata={"source": Path(data).name})
     rel.save(output)
+    notes = list(notes) + _not_covered_notes(rel)
     if as_json:
         _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
     else:
@@ -318,6 +319,7 @@ def declare_cmd(
     meta = {"source": source} if source else {}
     rel = declare(values, query=q, mechanism=m, n=n, neighbours=neighbours, metadata=meta)
     rel.save(output)
+    notes = list(notes) + _not_covered_notes(rel)
     if as_json:
         _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
         return
@@ -364,6 +366,25 @@ def _check_infer_options(level: float, output, seed) -> None:
             raise PrivpostError(f"--output {output}: the directory {parent} is not writable")
 
 
+def _not_covered_notes(doc) -> list[str]:
+    """What a release (set) publishes exactly that its stated guarantee does not cover, as
+    notes (:meth:`privpost.queries.Query.not_covered`: the HMM cell sizes)."""
+    return [f"NOT covered by the privacy guarantee: {text}"
+            for text in getattr(doc, "not_covered", ())]
+
+
+def _print_not_covered(doc) -> None:
+    for note in _not_covered_notes(doc):
+        out.print(f"[bold red]{escape(note)}[/]", highlight=False)
+
+
+def _privacy_statement(doc) -> dict:
+    """``{"guarantee": ..., "not_covered": [...]}`` of a release, release set or transcript."""
+    p = doc.total_privacy() if hasattr(doc, "total_privacy") else getattr(doc, "privacy", None)
+    return {"guarantee": p.to_dict() if p is not None else None,
+            "not_covered": list(getattr(doc, "not_covered", ()))}
+
+
 def _privacy_text(p) -> str:
     if p.kind == "pure":
         return f"{p.epsilon:g}-DP ({p.neighbours} neighbours)"
@@ -391,6 +412,7 @@ def inspect_cmd(
             out.rule(f"release {i}")
             _print_release(item)
         out.print(f"[bold]total privacy cost:[/] {_privacy_text(doc.total_privacy())}")
+        _print_not_covered(doc)
     else:
         _print_release(doc)
 
@@ -447,9 +469,10 @@ def bundle_cmd(
     total = rset.total_privacy()
     if as_json:
         _emit_json({"output": str(output), "releases": len(releases),
-                    "total_privacy": total.to_dict()})
+                    "total_privacy": total.to_dict(), "not_covered": list(rset.not_covered)})
     else:
         out.print(f"wrote [bold]{output}[/]: {len(releases)} releases, total {_privacy_text(total)}")
+        _print_not_covered(rset)
 
 
 def _print_release(rel) -> None:
@@ -462,6 +485,8 @@ def _print_release(rel) -> None:
         table.add_row(f"sensitivity ({m.sensitivity_norm.upper()})", f"{m.sensitivity:g}")
     table.add_row("noise scale" if m.scale is not None else "noise", _noise_text(m))
     table.add_row("privacy", _privacy_text(rel.privacy))
+    for text in rel.not_covered:
+        table.add_row("[bold red]NOT covered[/]", f"[bold red]{escape(text)}[/]")
     out.print(table)
     vals = Table(title="observed (noisy) values")
     vals.add_column("coordinate")
@@ -612,12 +637,17 @@ def infer_cmd(
         post.to_netcdf(output)
     if as_json:
         _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
-                    "notes": post.notes, "inferred_from_release": inferred,
+                    "notes": post.notes, "release_privacy": _privacy_statement(rel),
+                    "inferred_from_release": inferred,
                     "output": str(output) if output else None,
                     "summary": post.summary_rows(level=level),
                     "predictive": check.to_dict() if check is not None else None})
     else:
         _print_summary(post, level)
+        if getattr(rel, "not_covered", ()):
+            p = rel.total_privacy() if hasattr(rel, "total_privacy") else rel.privacy
+            out.print(f"release privacy: {_privacy_text(p)}", highlight=False)
+            _print_not_covered(rel)
         if check is not None:
             _print_predictive(check)
         for path_written in (output, predictive_plot):
