@@ -191,7 +191,7 @@ def test_a_failed_result_fetch_is_retried_then_resubmitted(monkeypatch):
 
     client = Client()
     monkeypatch.setattr(dr, "_client_for", lambda s, t: (client, False))
-    monkeypatch.setattr(dr, "_wait_first", lambda futs, timeout: futs[:1])
+    monkeypatch.setattr(dr, "_wait_first", lambda futs, timeout, watch=None: futs[:1])
     got = {}
     dr.run_dask([0, 1, 2], "tcp://x", lambda t, r: got.__setitem__(t, r), fn=None,
                 stall_timeout=5, connect_timeout=1)
