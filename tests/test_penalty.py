@@ -397,7 +397,7 @@ def test_cli_penalty(tmp_path):
     assert doc["privacy"]["epsilon"] <= 2 and doc["iterations"] > 10
     rel = P.PenaltyRelease.load(out)
     assert len(rel.owner_sizes) == 2 and rel.n == 300
-    bad = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(out), "--model",
+    bad = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(out) + ".2", "--model",
                                    "normal-inverse-gamma", "--column", "y", "--epsilon", "2",
                                    "--delta", "1e-6"])
     assert bad.exit_code == 1 and "no proved sensitivity" in bad.output

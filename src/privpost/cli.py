@@ -147,6 +147,10 @@ def _build(builder, doc: dict, what: str):
         raise PrivpostError(f"{what}: {exc}") from None
 
 
+#: the --force option of every command that writes a file (one text, one behaviour)
+_FORCE_HELP = "Overwrite an existing output file (without it an existing file is never replaced)."
+
+
 @app.command("release", cls=_ReleaseCommand)
 @handles_errors
 def release_cmd(
@@ -181,7 +185,7 @@ def release_cmd(
     neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible release (testing "
                                        "only; real releases use OS entropy)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
     """Make a private release of a CSV/Parquet file of confidential records.
@@ -245,10 +249,14 @@ def release_cmd(
             out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
 
 
-def _check_overwrite(path: Path, force: bool) -> None:
-    if path.exists() and not force:
+def _check_overwrite(path: Optional[Path], force: bool, option: str = "-o") -> None:
+    """Refuse, before any work, to replace an existing ``path`` unless ``force``: a second
+    private release must never silently replace the first (issue #23). Every command that
+    writes a file calls it (release, declare, release-cells, dpss, bundle, penalty, infer -o /
+    --predictive-plot, compare --plot)."""
+    if path is not None and Path(path).exists() and not force:
         raise PrivpostError(f"{path} exists: pass --force to overwrite it, or choose another "
-                            "-o file")
+                            f"{option} file")
 
 
 # ---------------------------------------------------------------------------- declare
@@ -280,7 +288,7 @@ def declare_cmd(
     rho: Optional[float] = typer.Option(None, help="zCDP target rho (Gaussian family)."),
     neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
     source: str = typer.Option("", help="Where the numbers come from (stored in the release)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the release document as JSON."),
 ):
     """Write a release document from published numbers (no records needed).
@@ -460,10 +468,12 @@ def bundle_cmd(
                                 "they are composed with (epsilon, delta) parts."),
     description: str = typer.Option("", help="Free text stored in the set."),
     as_json: bool = typer.Option(False, "--json", help="Print the set's total privacy as JSON."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Group several releases of one data set into a release set with its total privacy cost."""
     from privpost.release import Release, ReleaseSet
 
+    _check_overwrite(output, force)
     rset = ReleaseSet([Release.load(p) for p in releases], delta=delta, description=description)
     rset.save(output)
     total = rset.total_privacy()
@@ -602,6 +612,7 @@ def infer_cmd(
                                                    "(implies --predictive)."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 3 when an MCMC run "
                                 "misses split R-hat <= 1.01 or bulk/tail ESS >= 400."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Posterior of a model's parameters given a release."""
     import warnings
@@ -611,6 +622,8 @@ def infer_cmd(
     from privpost.inference import infer
 
     _check_infer_options(level, output, seed)
+    _check_overwrite(output, force)
+    _check_overwrite(predictive_plot, force, "--predictive-plot")
     if "," in method:       # several methods: the comparison table (None: each method's own)
         return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
                             option, as_json, None)
@@ -701,8 +714,10 @@ def compare_cmd(
         None, "--option", help="KEY=VALUE for every method, or METHOD.KEY=VALUE for one "
         "(e.g. --option gibbs-ss.covariate_moments=prior)."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Run every applicable method on one release: one table and an overlay plot."""
+    _check_overwrite(plot, force, "--plot")
     _run_compare(path, model, methods, draws, warmup, chains, seed, level, progress, option,
                  as_json, plot)
 
@@ -812,6 +827,7 @@ def penalty_cmd(
     posterior: Optional[Path] = typer.Option(None, help="Also write the posterior (netCDF)."),
     progress: bool = typer.Option(True, help="Show progress."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Penalty MCMC (Yildirim 2016) on a CSV: the curator's private Metropolis chain."""
     import warnings as _w
@@ -819,6 +835,8 @@ def penalty_cmd(
     from privpost.inference.penalty import penalty_mcmc
     from privpost.io import read_records
 
+    _check_overwrite(output, force)
+    _check_overwrite(posterior, force, "--posterior")
     records = read_records(data, list(column))
     owners = None
     if owner_column is not None:
