@@ -422,10 +422,10 @@ def test_cli_inspect_penalty_transcript_and_bounds(tmp_path):
     assert shown.exit_code == 0, shown.output
     assert "penalty MCMC transcript" in shown.output and "acceptance rate" in shown.output
     rel = P.PenaltyRelease.load(out)
-    assert f"{rel.noise_sd:.6g}" in shown.output
+    assert f"{rel.ratio_sd:.6g}" in shown.output and f"{rel.release_sd:.6g}" in shown.output
     # a transcript whose noise was understated is refused, naming the field
     doc = json.loads(out.read_text())
-    doc["noise_sd"] = doc["noise_sd"] / 10
+    doc["release_sd"] = doc["release_sd"] / 10
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     refused = CliRunner().invoke(app, ["inspect", str(bad)])

@@ -448,7 +448,8 @@ def _print_penalty_transcript(rel) -> None:
             ("variant", rel.variant), ("records n", str(rel.n)),
             ("owners", str(len(rel.owner_sizes))), ("iterations k", str(rel.iterations)),
             ("proposal half-width h", f"{rel.h:.6g}"),
-            ("noise sd of the log-ratio", f"{rel.noise_sd:.6g}"),
+            ("noise sd of the log-ratio (ratio_sd)", f"{rel.ratio_sd:.6g}"),
+            ("noise sd of each released value (release_sd)", f"{rel.release_sd:.6g}"),
             ("sensitivity of the log-ratio", f"{rel.sensitivity:.6g}"),
             ("clipping", "none (exact penalty)" if rel.clip is None
              else f"+-{rel.clip:g}*|theta'-theta| (approximate)"),
@@ -811,8 +812,9 @@ def penalty_cmd(
     bounds: Optional[str] = typer.Option(None, help="Public data bounds 'LOW,HIGH' (normal)."),
     iterations: Optional[int] = typer.Option(None, help="Iterations k (sigma is calibrated); "
                                              "default: the most the budget allows."),
-    noise_sd: Optional[float] = typer.Option(None, help="Noise sd of the log-ratio (default "
-                                             "2.4) when --iterations is not given."),
+    noise_sd: Optional[float] = typer.Option(None, help="Noise sd of the log acceptance ratio, "
+                                             "all owners together (default 2.4) when "
+                                             "--iterations is not given; honoured as given."),
     step: float = typer.Option(1.0, help="Box random-walk half-width c (h = c n^-alpha)."),
     variant: str = typer.Option("general", help="general (Algorithms 1/2) or expfam (3)."),
     accountant: str = typer.Option("tight", help="tight (exact Gaussian DP) or advanced "
@@ -861,7 +863,8 @@ def penalty_cmd(
         table = res.posterior.summary()
         _emit_json({"output": str(output), "privacy": res.privacy.to_dict(),
                     "iterations": rel.iterations, "iterations_allowed": res.iterations_allowed,
-                    "acceptance": res.acceptance, "noise_sd": rel.noise_sd,
+                    "acceptance": res.acceptance, "noise_sd": rel.ratio_sd,
+                    "release_sd": rel.release_sd,
                     "sensitivity": rel.sensitivity, "notes": res.posterior.notes,
                     "summary": {str(k): {c: float(v) for c, v in row.items()}
                                 for k, row in table.iterrows()}})
