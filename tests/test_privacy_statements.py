@@ -48,6 +48,8 @@ def test_inspect_says_it(cells, tmp_path):
     assert res.exit_code == 0, res.output
     said = _flat(res.output)
     assert "NOT covered" in said and "the cell sizes N[r, t] (2 x 2 table, total 5)" in said
+    doc = json.loads(runner.invoke(app, ["inspect", str(out), "--json"]).stdout)
+    assert doc["metadata"]["not_covered"][0].startswith("the cell sizes N[r, t] (2 x 2 table")
     # a release set holding it: the total is stated with the same caveat
     res = runner.invoke(app, ["bundle", str(out), "-o", str(tmp_path / "set.json")])
     assert res.exit_code == 0, res.output
@@ -83,6 +85,8 @@ def test_other_releases_carry_no_such_statement(tmp_path):
                               "--column", "x", "--epsilon", "1", "-o", str(out), "--seed", "0"])
     assert res.exit_code == 0 and "NOT covered" not in res.output
     assert "NOT covered" not in runner.invoke(app, ["inspect", str(out)]).output
+    assert "not_covered" not in json.loads(runner.invoke(app, ["inspect", str(out),
+                                                                 "--json"]).stdout)["metadata"]
     rel = pp.Release.load(out)
     assert rel.not_covered == ()
     res = runner.invoke(app, ["infer", str(out), "--model", "beta-bernoulli", "--method",

@@ -442,6 +442,8 @@ def release(records, query, mechanism, *, neighbours: str = "replace", seed=None
     meta = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "privpost_version": _version(), "seeded": seed is not None}
     meta.update(metadata or {})
+    if query.not_covered(neighbours):   # stated in the document too (inspect --json shows it)
+        meta["not_covered"] = list(query.not_covered(neighbours))
     if _local(mechanism):
         mech = mechanism.calibrate(None, neighbours=neighbours)   # replace-one only
         observed = mech.sample(recs, seed=seed)
