@@ -187,6 +187,14 @@ class CellCounts(Query):
         idx = (cell[:, None] * self.width + self._offsets[None, :] + x[:, 2:]).ravel()
         return np.bincount(idx, minlength=self.dim).astype(np.float64)
 
+    def not_covered(self, neighbours: str) -> tuple[str, ...]:
+        """The cell sizes: published exactly, not covered by the release's guarantee (see the
+        module docstring: a neighbour that moves a report to another cell changes them)."""
+        return (f"the cell sizes N[r, t] ({self.n_regions} x {self.n_times} table, total "
+                f"{self.n_total}) are published exactly, without noise: the privacy guarantee "
+                "covers the noisy counts, not the cell sizes (a report's cell is protected only "
+                "if the cell sizes are public anyway)",)
+
     def _sensitivity(self, norm, neighbours):
         return _one_hot_sensitivity(self.n_features, norm, neighbours)   # derivation above
 
