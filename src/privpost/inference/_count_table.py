@@ -172,12 +172,14 @@ def shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord, cell_coef, s, w,
 
 class Coordinates:
     """The ``d`` released coordinates of a table: ``s`` (d,), kernel weights ``w`` (d,), kernel
-    family ``l2`` (d,) bool, noise scales ``scale`` (d,), and ``A`` (d, J) dense float64.
+    family ``l2`` (d,) bool, noise scales ``scale`` (d,), ``A`` (d, J) dense float64 and
+    ``log_const``, the noise densities' log normalising constant (``log eta(s | A c) =
+    log_const + log_eta(s - A c)``).
 
     Build with :meth:`from_releases` from releases of the same table, each with its own ``A``
     block (rows stacked in the releases' order)."""
 
-    def __init__(self, A, s, scale, l2):
+    def __init__(self, A, s, scale, l2, log_const: float = 0.0):
         self.A = np.ascontiguousarray(A, dtype=np.float64)
         self.s = np.ascontiguousarray(s, dtype=np.float64)
         self.scale = np.ascontiguousarray(scale, dtype=np.float64)
@@ -188,6 +190,7 @@ class Coordinates:
             raise PrivpostError(f"count table: A must be (d, J) with d = {d} released values")
         self.w = np.array([weights_for("l2" if b else "l1", sc, 1)[0]
                            for b, sc in zip(self.l2, self.scale)], dtype=np.float64)
+        self.log_const = float(log_const)
 
     @classmethod
     def from_releases(cls, releases, blocks):
@@ -195,6 +198,7 @@ class Coordinates:
         ``blocks``: one ``(d_r, J)`` array per release, its query as a linear map of the
         table."""
         A, s, scale, l2 = [], [], [], []
+        log_const = 0.0
         for rel, blk in zip(releases, blocks):
             mech = rel.mechanism
             if getattr(mech, "kernel", None) not in ("l1", "l2") or mech.scale is None:
@@ -206,7 +210,9 @@ class Coordinates:
             s.append(obs)
             scale.append(np.broadcast_to(np.asarray(mech.scale, dtype=np.float64), obs.shape))
             l2.append(np.full(obs.shape, mech.kernel == "l2"))
-        return cls(np.vstack(A), np.concatenate(s), np.concatenate(scale), np.concatenate(l2))
+            log_const += float(mech.logpdf(obs, obs))       # the density at zero noise
+        return cls(np.vstack(A), np.concatenate(s), np.concatenate(scale), np.concatenate(l2),
+                   log_const)
 
 
 # ============================================================================================
@@ -336,6 +342,7 @@ class CountTable(CountLatent):
         if free is not None and log_prior is None:
             raise PrivpostError("count table: the residual-shift move needs log_prior")
         self.table = table
+        self.stat_names = ("log_eta",)
         self.n_pairs = max(2, 2 * J) if n_pairs is None else int(n_pairs)
         self.n_shift = int(n_shift) if free is not None else 0
         # sparse A by cell
@@ -437,7 +444,8 @@ class TableChain:
         self.b_l2 = np.zeros(b, dtype=np.bool_)
         self.done = 0
         self.n_stored = 0
-        self._blocks = {nm: [] for nm in law.names}
+        self._blocks = {nm: [] for nm in list(law.names) + ["log_eta"]}
+        self._shapes = {**law.shapes, "log_eta": ()}
         self.iw = None
         if law.n_shift:
             v = np.asarray(law.free[0](self.params), dtype=np.float64)
@@ -496,23 +504,27 @@ class TableChain:
         if k <= 0:
             return
         law = self.law
+        co = law.coords
         if keep:
             out = {nm: np.empty((k,) + law.shapes[nm]) for nm in law.names}
+            out["log_eta"] = np.empty(k)
         for t in range(k):
             self._iterate(adapting=not keep)
             if keep:
                 for nm in law.names:
                     out[nm][t] = self.params[nm]
+                residuals(self.c, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, self.r)
+                out["log_eta"][t] = co.log_const + log_eta(self.r, co.w, co.l2)
             self.done += 1
             if progress is not None:
                 progress(self.done - 1)
         if keep:
-            for nm in law.names:
+            for nm in out:
                 self._blocks[nm].append(out[nm])
             self.n_stored += k
 
     def result(self) -> dict:
-        res = {nm: (np.concatenate(b) if b else np.empty((0,) + self.law.shapes[nm]))
+        res = {nm: (np.concatenate(b) if b else np.empty((0,) + self._shapes[nm]))
                for nm, b in self._blocks.items()}
         if any(len(b) > 1 for b in self._blocks.values()):
             self._blocks = {nm: [res[nm]] for nm in res}

@@ -66,6 +66,16 @@ def _blocks(rels, cell_records, kinds):
     return out
 
 
+_LAW_METHODS = ("update", "simulate", "log_likelihood", "log_prior", "prior_sample",
+                "interweave_to_free", "interweave_from_free", "interweave_log_jacobian")
+
+
+def _faithful(model, cls) -> bool:
+    """Whether ``model``'s record law and prior are those of ``cls`` (a subclass that redefines
+    one of them is a different model: it keeps the record path)."""
+    return all(getattr(type(model), nm, None) is getattr(cls, nm, None) for nm in _LAW_METHODS)
+
+
 def _conditions(rels) -> str:
     n = rels[0].n
     what = "the release" if len(rels) == 1 else f"the {len(rels)} releases of the set"
@@ -79,9 +89,10 @@ def bernoulli_table(model, release):
     Theta update: ``Beta(a + c_1, b + c_0)`` (conjugate, exact). Non-centred move in
     ``v = logit(theta)`` (``|d theta / d v| = theta (1 - theta)``)."""
     from privpost.inference._count_table import Coordinates, CountTable
+    from privpost.models.bernoulli import BetaBernoulli
 
     rels = table_releases(release)
-    if rels is None:
+    if rels is None or not _faithful(model, BetaBernoulli):
         return None
     blocks = _blocks(rels, np.array([0.0, 1.0]), ("sum", "mean"))
     if blocks is None:
@@ -128,10 +139,10 @@ def categorical_table(model, release):
     ``None``. Theta update: ``Dirichlet(alpha + c)`` (conjugate, exact). Non-centred move in the
     model's additive log-ratio coordinates (its ``interweave_to_free`` protocol)."""
     from privpost.inference._count_table import Coordinates, CountTable
-    from privpost.models.categorical import dirichlet_rows
+    from privpost.models.categorical import DirichletCategorical, dirichlet_rows
 
     rels = table_releases(release)
-    if rels is None:
+    if rels is None or not _faithful(model, DirichletCategorical):
         return None
     K = model.k
     blocks = _blocks(rels, np.arange(K, dtype=np.int64), ("histogram",))
