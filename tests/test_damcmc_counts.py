@@ -323,3 +323,36 @@ def test_log_eta_is_the_mechanism_density_at_the_imputed_table():
     assert np.allclose(post.sample_stats["log_eta"], -math.log(2e-6) - 0.3, atol=1e-6)
     ref = stats.beta(2.0 + 6, 3.0 + 4)
     assert abs(z_mean(post.draws["theta"], ref.mean())) < K
+
+
+# ============================================================================================
+# the user's path: privpost declare -> privpost infer, no option
+# ============================================================================================
+
+def test_cli_declared_census_table_runs_count_level(tmp_path):
+    """A typed-in histogram of 10^8 people with discrete Gaussian noise at a stated rho: the
+    declare path writes it, ``privpost infer`` takes the count table with no option and says
+    so in --json; ``--option latent=records`` is refused by the record path's size limit."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from privpost.cli import app
+
+    runner = CliRunner()
+    path = tmp_path / "census.json"
+    res = runner.invoke(app, ["declare", "--query", "histogram", "--categories", "4",
+                              "--value", "31000123,25999001,19000456,24000420",
+                              "--mechanism", "discrete_gaussian", "--rho", "0.5",
+                              "--n", "100000000", "-o", str(path)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["infer", str(path), "--model", "dirichlet-categorical:alpha=1",
+                              "--seed", "3", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["latent"] == "counts" and doc["converged"] is True
+    assert "Multinomial(n, p)" in doc["latent_table"] and "n = 100000000" in doc["latent_table"]
+    assert abs(doc["summary"]["p[0]"]["mean"] - 0.31000123) < 1e-4
+    res = runner.invoke(app, ["infer", str(path), "--model", "dirichlet-categorical:alpha=1",
+                              "--option", "latent=records", "--json"])
+    assert res.exit_code != 0 and "max_latent" in res.output
