@@ -122,6 +122,17 @@ def law_for_options(model, release, options: dict) -> CountLatent | None:
                      record_options_set(options))
 
 
+def _privacy_note(release) -> str | None:
+    """The release's guarantee (a ReleaseSet's composed total) for the notes, or None."""
+    try:
+        total = getattr(release, "total_privacy", None)
+        priv = total() if callable(total) else release.privacy
+    except Exception:  # noqa: BLE001 - informative note only
+        return None
+    what = "the release set's composed guarantee" if callable(total) else "the release's guarantee"
+    return f"privacy: {priv} ({what})"
+
+
 def count_law(model, release, latent: str = "auto",
               record_options=()) -> CountLatent | None:
     """The count table ``model`` declares for ``release``, or ``None`` for the record path.
@@ -189,6 +200,9 @@ def run(law: CountLatent, model, release, *, draws=None, warmup: int = 1000, cha
     notes = [f"{NOTE_MARK} targets the exact private posterior given the release; latent: "
              f"{law.table}",
              f"{chains} chain{'s' if chains > 1 else ''} in {elapsed:.1f} s"]
+    priv = _privacy_note(release)
+    if priv:
+        notes.append(priv)
     notes += law.extra_notes(results)
     if plan is not None:
         notes.append(plan.note(length))

@@ -44,6 +44,8 @@ def table_releases(release):
             return None
     if len({r.n for r in rels}) != 1:
         return None
+    if len({tuple(getattr(r.query, "columns", None) or ()) for r in rels}) != 1:
+        return None         # releases of different record fields: not one table
     return rels
 
 
@@ -129,6 +131,9 @@ def bernoulli_table(model, release):
         names=["theta"], shapes={"theta": ()}, groups=[np.array([0, 1])], totals=[n],
         coords=coords, log_probs=log_probs, update=update, prior_sample=model.prior_sample,
         log_prior=model.log_prior, free=(to_free, from_free, log_jacobian),
+        dirichlet=(np.array([b, a]), lambda P: {"theta": P[:, 1].copy()},
+                   lambda params: np.array([1.0 - float(params["theta"]),
+                                            float(params["theta"])])),
         table=(f"count table c = (#x=0, #x=1) ~ Multinomial(n, (1 - theta, theta)) (2 cells, "
                f"n = {n}); {_conditions(rels)}"))
 
@@ -165,5 +170,7 @@ def categorical_table(model, release):
         log_prior=model.log_prior,
         free=(model.interweave_to_free, model.interweave_from_free,
               model.interweave_log_jacobian),
+        dirichlet=(alpha, lambda P: {"p": P.copy()},
+                   lambda params: np.asarray(params["p"], dtype=np.float64)),
         table=(f"count table c ~ Multinomial(n, p) over the {K} categories ({K} cells, "
                f"n = {n}); {_conditions(rels)}"))
