@@ -451,7 +451,7 @@ class CountTable(CountLatent):
     table : str
         The posterior note's description of the table and its law.
     n_pairs : int or None
-        Pair moves per iteration (default: ``2 J``, at least 2).
+        Pair moves per iteration (default: ``J``, at least 2).
     n_shift : int
         Residual-shift moves per iteration (default 2; 0: none).
     dirichlet : tuple ``(alpha, to_params, from_params)`` or None
@@ -490,7 +490,7 @@ class CountTable(CountLatent):
             raise PrivpostError("count table: the residual-shift move needs log_prior")
         self.table = table
         self.stat_names = ("log_eta",)
-        self.n_pairs = max(2, 2 * J) if n_pairs is None else int(n_pairs)
+        self.n_pairs = max(2, J) if n_pairs is None else int(n_pairs)
         self.n_shift = int(n_shift) if free is not None else 0
         # sparse A by cell
         A = coords.A
