@@ -60,6 +60,8 @@ def timed(model, rel, method, repeat=1, **opts):
             t0 = time.perf_counter()
             post = privpost.infer(model, rel, method=method, progress=False, **opts)
             times.append(time.perf_counter() - t0)
+    if post.n_draws < 4:      # the budget ended in the warm-up: no usable draws
+        return float(np.median(times)), 0.0, float("nan"), post
     ess, rhat = diagnostics.worst(diagnostics.summarise(post.draws, cheap=True))
     return float(np.median(times)), ess, rhat, post
 
@@ -99,7 +101,8 @@ def main():
                                               seed=a.seed)[:3])
             for name, dt_, ess_, rh_ in rows:
                 rate = ess_ / dt_
-                ratio = "" if name == "damcmc (counts)" else f"{base / rate:.3g}"
+                ratio = "" if name == "damcmc (counts)" else \
+                    (f"{base / rate:.3g}" if rate > 0 else "no draws in budget")
                 print(f"| {pair} | {n:.0e} | {name} | {dt_:.2f} | {ess_:.0f} | {rh_:.4f} | "
                       f"{rate:.0f} | {ratio} |", flush=True)
     print(f"load {os.getloadavg()[0]:.1f} at end")
