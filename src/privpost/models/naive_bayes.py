@@ -169,6 +169,12 @@ class NaiveBayesLogLinear(SimplexLogRatioMove, Model):
 
     def update(self, params, records, rng):
         ny, cells = self._counts(records)
+        return self.update_counts(ny, cells, rng)
+
+    def update_counts(self, ny, cells, rng):
+        """The exact conjugate draw given the sufficient statistics of the records: class counts
+        ``ny`` ``(I,)`` and the flat class-by-feature tables ``cells`` (block ``k`` is
+        ``n^k`` ``(I, J_k)`` row-major, the layout of ``NaiveBayesCounts``)."""
         return self._split(self._draw_tables(rng, self._alpha_flat + cells),
                            dirichlet_rows(rng, self.class_alpha + ny))
 
