@@ -23,6 +23,7 @@ import privpost as pp
 from privpost.errors import IncompatibleError
 from privpost.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from privpost.models import CliqueMRF, NaiveBayesLogLinear
+from privpost.models._count_tables import MAX_JOINT_CELLS
 from privpost.queries import NaiveBayesCounts
 from privpost.release import ReleaseSet
 
@@ -92,11 +93,13 @@ def test_nb_counts_reject_the_wrong_target():
 
 
 class _NoFeatureFactor(NaiveBayesLogLinear):
-    """WRONG: the joint cell probabilities keep the class factor p_y and drop prod_k q_k."""
+    """WRONG: the joint cell probabilities keep the class factor p_y and replace every q_k by
+    the uniform distribution (a normalised but wrong law of the table)."""
 
-    def joint_log_probs(self, params):
-        return super().joint_log_probs({**params, **{nm: np.ones_like(params[nm]) for nm in
-                                                     self.table_names}})
+    def joint_log_probs(self, params, dom=None):
+        uniform = {nm: np.full_like(params[nm], 1.0 / params[nm].shape[-1])
+                   for nm in self.table_names}
+        return super().joint_log_probs({**params, **uniform}, dom)
 
 
 def test_nb_counts_wrong_cell_probabilities_fail():
@@ -110,9 +113,9 @@ def test_nb_counts_wrong_cell_probabilities_fail():
 
 
 def test_nb_release_set_exact():
-    """Two releases of the same table (Laplace and discrete Gaussian): rows of A stacked."""
+    """Two releases of the same table (Laplace, two scales): rows of A stacked."""
     model = nb_model()
-    rels = [nb_release(Laplace(epsilon=2.0), seed=4), nb_release(DiscreteGaussian(rho=1.0),
+    rels = [nb_release(Laplace(epsilon=2.0), seed=4), nb_release(Laplace(epsilon=3.0),
                                                                  seed=5)]
     rs = ReleaseSet(rels)
     post = _run(model, rs, "counts")
@@ -172,7 +175,7 @@ def test_nb_auto_picks_counts_and_refuses_huge_joint_tables():
     assert any("latent='counts'" in n for n in post.notes)
     # 2 classes x 12 features with 4 levels: 2 * 4^12 = 33.5 million joint cells -> records
     big = NaiveBayesLogLinear(n_levels=[4] * 12, n_classes=2)
-    assert 2 * 4 ** 12 > NaiveBayesLogLinear.MAX_JOINT_CELLS
+    assert 2 * 4 ** 12 > MAX_JOINT_CELLS
     bq = NaiveBayesCounts(2, [4] * 12)
     bx = big.simulate(big.prior_sample(np.random.default_rng(0)), 5, np.random.default_rng(1))
     brel = pp.release(bx, query=bq, mechanism=Laplace(epsilon=1.0), seed=2)

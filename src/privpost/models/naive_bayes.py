@@ -178,6 +178,28 @@ class NaiveBayesLogLinear(SimplexLogRatioMove, Model):
         return self._split(self._draw_tables(rng, self._alpha_flat + cells),
                            dirichlet_rows(rng, self.class_alpha + ny))
 
+    # -------------------------------------------------------------- the joint count table
+    def joint_log_probs(self, params, dom=None):
+        """``log pi(y, x) = log p_y + sum_k log q_k[y, x_k]`` at the joint values ``dom``
+        ``(J, K+1)`` (default: all of them, row-major, the class outermost); shape ``(J,)``."""
+        if dom is None:
+            from privpost.models._count_tables import joint_domain
+            dom = joint_domain((self.n_classes,) + self.n_levels)
+        y = dom[:, 0]
+        with np.errstate(divide="ignore"):
+            lp = np.log(np.asarray(params["p"], dtype=np.float64))[y]
+            for k, nm in enumerate(self._names):
+                lp = lp + np.log(np.asarray(params[nm], dtype=np.float64))[y, dom[:, k + 1]]
+        return lp
+
+    def count_latent(self, release):
+        """The joint (class, features) count table for ``damcmc(latent="counts")`` on
+        ``NaiveBayesCounts`` releases (or a ReleaseSet of them); ``None`` (records) beyond
+        :data:`privpost.models._count_tables.MAX_JOINT_CELLS` cells
+        (:func:`privpost.models._count_tables.naive_bayes_table`)."""
+        from privpost.models._count_tables import naive_bayes_table
+        return naive_bayes_table(self, release)
+
     # -------------------------------------------------------------- densities
     def log_likelihood(self, params, records):
         r = np.asarray(records).astype(np.int64)
