@@ -23,7 +23,7 @@ import privpost as pp
 from privpost.errors import IncompatibleError
 from privpost.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from privpost.models import CliqueMRF, NaiveBayesLogLinear
-from privpost.models._count_tables import MAX_JOINT_CELLS
+from privpost.models._count_tables import AUTO_RECORDS_PER_CELL, MAX_JOINT_CELLS
 from privpost.queries import NaiveBayesCounts
 from privpost.release import ReleaseSet
 
@@ -166,13 +166,25 @@ def test_nb_counts_agree_with_records_at_small_n():
     assert max(map(abs, _agree(pc, pw, entries))) > K_MCSE
 
 
-def test_nb_auto_picks_counts_and_refuses_huge_joint_tables():
+def test_nb_auto_picks_counts_when_n_is_large_against_the_table():
+    """auto: the joint table (8 cells) from n = 8 * 8 records on, the records below; 'counts'
+    forces the table; huge joint tables are refused (records)."""
     model = nb_model()
-    rel = nb_release(MECHS["laplace"])
-    assert model.count_latent(rel) is not None
+    small = nb_release(MECHS["laplace"])                       # n = 4 < 64
+    assert model.count_latent(small) is not None and not model.count_latent(small).auto
+    post = pp.infer(model, small, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
+                    progress=False)
+    assert not any("latent='counts'" in n for n in post.notes)
+    x = model.simulate(model.prior_sample(np.random.default_rng(0)),
+                       AUTO_RECORDS_PER_CELL * 8, np.random.default_rng(1))
+    rel = nb_release(MECHS["laplace"], x=x)
+    assert model.count_latent(rel).auto
     post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
                     progress=False)
     assert any("latent='counts'" in n for n in post.notes)
+    assert any("joint count table" in n and "(8 cells, n = 64)" in n for n in post.notes)
+
+def test_nb_refuses_huge_joint_tables():
     # 2 classes x 12 features with 4 levels: 2 * 4^12 = 33.5 million joint cells -> records
     big = NaiveBayesLogLinear(n_levels=[4] * 12, n_classes=2)
     assert 2 * 4 ** 12 > MAX_JOINT_CELLS

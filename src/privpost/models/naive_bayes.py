@@ -185,12 +185,19 @@ class NaiveBayesLogLinear(SimplexLogRatioMove, Model):
         if dom is None:
             from privpost.models._count_tables import joint_domain
             dom = joint_domain((self.n_classes,) + self.n_levels)
-        y = dom[:, 0]
+        # one gather from [log p, log q_1 (flat), ..., log q_K (flat)]: columns y, then
+        # I + off_k + y J_k + x_k
+        key = id(dom)
+        if getattr(self, "_joint_idx_key", None) != key:
+            self._joint_idx = np.concatenate(
+                [dom[:, :1], self.n_classes + self._off[None, :] + dom[:, :1] * self._J[None, :]
+                 + dom[:, 1:]], axis=1)
+            self._joint_idx_key, self._joint_dom = key, dom
+        flat = np.concatenate([np.asarray(params["p"], dtype=np.float64)]
+                              + [np.asarray(params[nm], dtype=np.float64).ravel()
+                                 for nm in self._names])
         with np.errstate(divide="ignore"):
-            lp = np.log(np.asarray(params["p"], dtype=np.float64))[y]
-            for k, nm in enumerate(self._names):
-                lp = lp + np.log(np.asarray(params[nm], dtype=np.float64))[y, dom[:, k + 1]]
-        return lp
+            return np.log(flat)[self._joint_idx].sum(axis=1)
 
     def count_latent(self, release):
         """The joint (class, features) count table for ``damcmc(latent="counts")`` on
