@@ -611,7 +611,11 @@ def infer_cmd(
     if output is not None:
         post.to_netcdf(output)
     if as_json:
+        from privpost.inference._count_latent import latent_of
+
+        latent, table = latent_of(post)
         _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
+                    "latent": latent, "latent_table": table,
                     "notes": post.notes, "inferred_from_release": inferred,
                     "output": str(output) if output else None,
                     "summary": post.summary_rows(level=level),

@@ -154,9 +154,10 @@ def _int_or_none(value):
     return None
 
 
-def check_inference(model, release, method: str, options: dict) -> None:
+def check_inference(model, release, method: str, options: dict, records: bool = True) -> None:
     """Before a sampler allocates anything: the stored posterior (``chains × draws × parameter
-    entries``) must fit ``max_draws`` and, for data augmentation (``damcmc``), the latent
+    entries``) must fit ``max_draws`` and, for data augmentation (``damcmc``) on the records
+    (``records``; not on a count table, whose size is checked where it is built), the latent
     records (``n × (record columns + released coordinates)``: each record and its contribution
     to the statistic) must fit ``max_latent``. Options of the wrong type are left to the
     method's own validation."""
@@ -172,7 +173,7 @@ def check_inference(model, release, method: str, options: dict) -> None:
     if entries and draws is not None and chains is not None and draws > 0 and chains > 0:
         check_draws("draws", chains, draws, entries)
     releases = getattr(release, "releases", None) or [release]
-    if method == "damcmc":
+    if method == "damcmc" and records:
         for rel in releases:
             n = getattr(rel, "n", None)
             query = getattr(rel, "query", None)

@@ -105,10 +105,14 @@ def infer(model, release, method: str = "damcmc", **options):
         raise IncompatibleError(f"method {method!r} cannot read randomized-response reports; "
                                 "use method='randomized-response' (exact, with the "
                                 "dirichlet-categorical model)")
-    if method == "damcmc":          # a release set of the same records: stacked contributions
+    if method == "damcmc":
+        from privpost.inference._count_latent import law_for_options
         from privpost.release import ReleaseSet
 
-        if isinstance(release, ReleaseSet):
+        if law_for_options(model, release, options) is not None:   # the count table (§10)
+            check_inference(model, release, method, options, records=False)
+            return run(model, release, **options)
+        if isinstance(release, ReleaseSet):  # a release set of the same records: stacked
             from privpost.inference.joint import joint_problem
 
             model, release = joint_problem(model, release)

@@ -42,6 +42,7 @@ from numba import njit
 from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_moves import _lgamma_diff, pair_move
+from privpost.inference._damcmc_fast import _iw_adapt
 from privpost.inference._kernels import weights_for
 
 __all__ = ["CountTable", "Coordinates", "pair_sweep", "residuals", "log_eta", "shift_log_ratio",
@@ -166,18 +167,158 @@ def shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord, cell_coef, s, w,
     return out
 
 
+@njit(cache=True, nogil=True)
+def _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng):
+    """``p_g ~ Dirichlet(alpha_g + c_g)`` in every group (gamma normalisation); ``lp = log p``."""
+    for g in range(grp_ptr.shape[0] - 1):
+        tot = 0.0
+        for q in range(grp_ptr[g], grp_ptr[g + 1]):
+            j = grp_cells[q]
+            x = rng.standard_gamma(alpha[j] + c[j])
+            p[j] = x
+            tot += x
+        for q in range(grp_ptr[g], grp_ptr[g + 1]):
+            j = grp_cells[q]
+            p[j] = p[j] / tot
+            lp[j] = math.log(p[j]) if p[j] > 0.0 else -np.inf
+
+
+@njit(cache=True, nogil=True)
+def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, totals, n_pairs, n_shift,
+                         eligible, cell_grp, grp_ptr, grp_cells, last, cell_ptr, cell_coord,
+                         cell_coef, s, w, l2, log_const, r, r_new, b_idx, b_r, b_v, b_w, b_l2,
+                         c_new, p_new, lp_new, v, vp, z, iw_f, iw_i, mean, m2, chol, counts,
+                         out_p, out_log_eta, rng):
+    """``n_iter`` iterations of the count-table chain (module docstring) for Dirichlet priors on
+    the groups' cell probabilities (``alpha`` (J,)), entirely compiled: pair sweep, the
+    conjugate draw ``p_g ~ Dirichlet(alpha_g + c_g)``, ``n_shift`` residual-shift moves in the
+    additive log-ratio coordinates ``v_j = log(p_j / p_last(g))`` (the cells but the last of
+    each group; ``dim = J - G``), whose target density is ``prod_j p_j^alpha_j`` (the Dirichlet
+    density times the Jacobian ``prod_j p_j``). The proposal ``v' = v + e^{iw_f[0]} chol z``
+    adapts (``_damcmc_fast._iw_adapt``) while ``adapting``. With ``keep``, row ``t`` of
+    ``out_p`` (n_iter, J) / ``out_log_eta`` (n_iter,) gets the state after iteration ``t``.
+    ``counts``: [shift proposals, shift acceptances] after the warm-up (updated)."""
+    J = c.shape[0]
+    G = grp_ptr.shape[0] - 1
+    dim = v.shape[0]
+    for t in range(n_iter):
+        pair_sweep(c, lp, n_pairs, eligible, cell_grp, grp_ptr, grp_cells, cell_ptr,
+                   cell_coord, cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w, b_l2, rng)
+        _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng)
+        if n_shift > 0 and dim > 0:
+            # free coordinates and log target at the current p
+            ok = True
+            for j in range(J):
+                if not lp[j] > -np.inf:
+                    ok = False
+            if ok:
+                lt = 0.0
+                for j in range(J):
+                    lt += alpha[j] * lp[j]
+                q = 0
+                for g in range(G):
+                    lj = lp[last[g]]
+                    for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                        j = grp_cells[k]
+                        if j != last[g]:
+                            v[q] = lp[j] - lj
+                            q += 1
+                for _ in range(n_shift):
+                    for a in range(dim):
+                        z[a] = rng.standard_normal()
+                    log_u = math.log1p(-rng.random())
+                    sc = math.exp(iw_f[0])
+                    for a in range(dim):
+                        acc = 0.0
+                        for b in range(a + 1):
+                            acc += chol[a, b] * z[b]
+                        vp[a] = v[a] + sc * acc
+                    # p' = softmax([v', 0]) per group
+                    q = 0
+                    okp = True
+                    for g in range(G):
+                        mx = 0.0
+                        q0 = q
+                        for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                            if grp_cells[k] != last[g]:
+                                if vp[q] > mx:
+                                    mx = vp[q]
+                                q += 1
+                        tot = math.exp(-mx)
+                        q = q0
+                        for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                            if grp_cells[k] != last[g]:
+                                tot += math.exp(vp[q] - mx)
+                                q += 1
+                        lt_ = math.log(tot) + mx
+                        q = q0
+                        for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                            j = grp_cells[k]
+                            if j != last[g]:
+                                lp_new[j] = vp[q] - lt_
+                                q += 1
+                            else:
+                                lp_new[j] = -lt_
+                        for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                            j = grp_cells[k]
+                            p_new[j] = math.exp(lp_new[j])
+                            if not p_new[j] > 0.0:
+                                okp = False
+                    alpha_acc = 0.0
+                    if okp:
+                        ltp = 0.0
+                        for j in range(J):
+                            ltp += alpha[j] * lp_new[j]
+                        # the table moved with theta: residuals fixed off the last cells
+                        for g in range(G):
+                            rest = 0.0
+                            for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                                j = grp_cells[k]
+                                if j != last[g]:
+                                    c_new[j] = c[j] + (np.floor(totals[g] * p_new[j] + 0.5)
+                                                       - np.floor(totals[g] * p[j] + 0.5))
+                                    rest += c_new[j]
+                            c_new[last[g]] = totals[g] - rest
+                        la = shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord,
+                                             cell_coef, s, w, l2, r, r_new) + ltp - lt
+                        if la != la:
+                            la = -np.inf
+                        alpha_acc = 1.0 if la >= 0.0 else math.exp(la)
+                        if log_u < la:
+                            for j in range(J):
+                                c[j] = c_new[j]
+                                p[j] = p_new[j]
+                                lp[j] = lp_new[j]
+                            for a in range(dim):
+                                v[a] = vp[a]
+                            lt = ltp
+                            if not adapting:
+                                counts[1] += 1
+                    if adapting:
+                        _iw_adapt(v, alpha_acc, iw_f, iw_i, mean, m2, chol)
+                    else:
+                        counts[0] += 1
+        if keep:
+            for j in range(J):
+                out_p[t, j] = p[j]
+            residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
+            out_log_eta[t] = log_const + log_eta(r, w, l2)
+
+
 # ============================================================================================
 # the released coordinates
 # ============================================================================================
 
 class Coordinates:
     """The ``d`` released coordinates of a table: ``s`` (d,), kernel weights ``w`` (d,), kernel
-    family ``l2`` (d,) bool, noise scales ``scale`` (d,), and ``A`` (d, J) dense float64.
+    family ``l2`` (d,) bool, noise scales ``scale`` (d,), ``A`` (d, J) dense float64 and
+    ``log_const``, the noise densities' log normalising constant (``log eta(s | A c) =
+    log_const + log_eta(s - A c)``).
 
     Build with :meth:`from_releases` from releases of the same table, each with its own ``A``
     block (rows stacked in the releases' order)."""
 
-    def __init__(self, A, s, scale, l2):
+    def __init__(self, A, s, scale, l2, log_const: float = 0.0):
         self.A = np.ascontiguousarray(A, dtype=np.float64)
         self.s = np.ascontiguousarray(s, dtype=np.float64)
         self.scale = np.ascontiguousarray(scale, dtype=np.float64)
@@ -188,6 +329,7 @@ class Coordinates:
             raise PrivpostError(f"count table: A must be (d, J) with d = {d} released values")
         self.w = np.array([weights_for("l2" if b else "l1", sc, 1)[0]
                            for b, sc in zip(self.l2, self.scale)], dtype=np.float64)
+        self.log_const = float(log_const)
 
     @classmethod
     def from_releases(cls, releases, blocks):
@@ -195,6 +337,7 @@ class Coordinates:
         ``blocks``: one ``(d_r, J)`` array per release, its query as a linear map of the
         table."""
         A, s, scale, l2 = [], [], [], []
+        log_const = 0.0
         for rel, blk in zip(releases, blocks):
             mech = rel.mechanism
             if getattr(mech, "kernel", None) not in ("l1", "l2") or mech.scale is None:
@@ -206,7 +349,9 @@ class Coordinates:
             s.append(obs)
             scale.append(np.broadcast_to(np.asarray(mech.scale, dtype=np.float64), obs.shape))
             l2.append(np.full(obs.shape, mech.kernel == "l2"))
-        return cls(np.vstack(A), np.concatenate(s), np.concatenate(scale), np.concatenate(l2))
+            log_const += float(mech.logpdf(obs, obs))       # the density at zero noise
+        return cls(np.vstack(A), np.concatenate(s), np.concatenate(scale), np.concatenate(l2),
+                   log_const)
 
 
 # ============================================================================================
@@ -309,11 +454,19 @@ class CountTable(CountLatent):
         Pair moves per iteration (default: ``2 J``, at least 2).
     n_shift : int
         Residual-shift moves per iteration (default 2; 0: none).
+    dirichlet : tuple ``(alpha, to_params, from_params)`` or None
+        For Dirichlet priors on every group's cell probabilities: ``alpha`` (J,) the prior
+        concentrations (theta is ``p`` (J,), the update ``Dirichlet(alpha_g + c_g)``), and the
+        maps ``to_params(P) -> {name: (k, *shape)}`` from rows ``P`` (k, J) of ``p`` and
+        ``from_params(params) -> p`` (J,). The whole iteration then runs compiled
+        (:func:`dirichlet_iterations`, its non-centred move in additive log-ratio coordinates);
+        ``log_probs``, ``update``, ``log_prior`` and ``free`` still define the same law and
+        serve the start.
     """
 
     def __init__(self, *, names, shapes, groups, totals, coords: Coordinates, log_probs, update,
                  prior_sample, log_prior=None, free=None, table: str = "", n_pairs=None,
-                 n_shift: int = 2):
+                 n_shift: int = 2, dirichlet=None):
         from privpost.limits import check_latent
 
         self.names = list(names)
@@ -336,6 +489,7 @@ class CountTable(CountLatent):
         if free is not None and log_prior is None:
             raise PrivpostError("count table: the residual-shift move needs log_prior")
         self.table = table
+        self.stat_names = ("log_eta",)
         self.n_pairs = max(2, 2 * J) if n_pairs is None else int(n_pairs)
         self.n_shift = int(n_shift) if free is not None else 0
         # sparse A by cell
@@ -364,6 +518,12 @@ class CountTable(CountLatent):
         self.last = np.array([cells[-1] for cells in self.groups], dtype=np.int64)
         self.free_cells = np.ones(J, dtype=bool)
         self.free_cells[self.last] = False
+        self.dirichlet = dirichlet
+        if dirichlet is not None:
+            self.alpha = np.ascontiguousarray(dirichlet[0], dtype=np.float64)
+            if self.alpha.shape != (J,) or not np.all(self.alpha > 0):
+                raise PrivpostError("count table: dirichlet alpha must be (J,) positive")
+            self.n_shift = int(n_shift)
 
     # -- pieces used by the chains --------------------------------------------------------
     def start(self, rng, start: str):
@@ -386,11 +546,11 @@ class CountTable(CountLatent):
         return c
 
     def rounded(self, lp):
-        """``round(N_g p_j)`` on every cell (J,)."""
+        """``round(N_g p_j)`` (half up) on every cell (J,)."""
         out = np.zeros(self.J)
         p = np.exp(lp)
         for cells, tot in zip(self.groups, self.totals):
-            out[cells] = np.round(tot * p[cells])
+            out[cells] = np.floor(tot * p[cells] + 0.5)
         return out
 
     def shifted(self, c, lp, lp_new):
@@ -402,6 +562,8 @@ class CountTable(CountLatent):
         return c_new
 
     def chains(self, rngs, start: str) -> list:
+        if self.dirichlet is not None:
+            return [DirichletTableChain(self, rng, start) for rng in rngs]
         return [TableChain(self, rng, start) for rng in rngs]
 
     def extra_notes(self, results: list[dict]) -> list[str]:
@@ -437,7 +599,8 @@ class TableChain:
         self.b_l2 = np.zeros(b, dtype=np.bool_)
         self.done = 0
         self.n_stored = 0
-        self._blocks = {nm: [] for nm in law.names}
+        self._blocks = {nm: [] for nm in list(law.names) + ["log_eta"]}
+        self._shapes = {**law.shapes, "log_eta": ()}
         self.iw = None
         if law.n_shift:
             v = np.asarray(law.free[0](self.params), dtype=np.float64)
@@ -496,26 +659,105 @@ class TableChain:
         if k <= 0:
             return
         law = self.law
+        co = law.coords
         if keep:
             out = {nm: np.empty((k,) + law.shapes[nm]) for nm in law.names}
+            out["log_eta"] = np.empty(k)
         for t in range(k):
             self._iterate(adapting=not keep)
             if keep:
                 for nm in law.names:
                     out[nm][t] = self.params[nm]
+                residuals(self.c, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, self.r)
+                out["log_eta"][t] = co.log_const + log_eta(self.r, co.w, co.l2)
             self.done += 1
             if progress is not None:
                 progress(self.done - 1)
         if keep:
-            for nm in law.names:
+            for nm in out:
                 self._blocks[nm].append(out[nm])
             self.n_stored += k
 
     def result(self) -> dict:
-        res = {nm: (np.concatenate(b) if b else np.empty((0,) + self.law.shapes[nm]))
+        res = {nm: (np.concatenate(b) if b else np.empty((0,) + self._shapes[nm]))
                for nm, b in self._blocks.items()}
         if any(len(b) > 1 for b in self._blocks.values()):
             self._blocks = {nm: [res[nm]] for nm in res}
+        res["n_stored"] = self.n_stored
+        res["shift_accept"] = (self.shift_acc / self.shift_prop) if self.shift_prop else math.nan
+        return res
+
+
+class DirichletTableChain(TableChain):
+    """A :class:`TableChain` whose iterations run compiled (:func:`dirichlet_iterations`):
+    Dirichlet priors on the groups' cell probabilities (``law.dirichlet``)."""
+
+    def __init__(self, law: CountTable, rng, start: str):
+        self.law, self.rng = law, rng
+        params, c = law.start(rng, start)
+        J = law.J
+        self.c = np.ascontiguousarray(c, dtype=np.float64)
+        self.p = np.ascontiguousarray(law.dirichlet[2](params), dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            self.lp = np.log(self.p)
+        d = law.coords.s.shape[0]
+        self.r, self.r_new = np.zeros(d), np.zeros(d)
+        b = max(law.buf, 1)
+        self.b_idx = np.zeros(b, dtype=np.int64)
+        self.b_r, self.b_v, self.b_w = np.zeros(b), np.zeros(b), np.zeros(b)
+        self.b_l2 = np.zeros(b, dtype=np.bool_)
+        self.c_new, self.p_new, self.lp_new = np.zeros(J), np.zeros(J), np.zeros(J)
+        dim = J - len(law.groups)
+        self.v, self.vp, self.z = np.zeros(dim), np.zeros(dim), np.zeros(dim)
+        # the compiled _IWState (same start and targets as damcmc._IWState)
+        self.iw_f = np.array([math.log(0.1), 0.44 if dim == 1 else 0.3])
+        self.iw_i = np.zeros(4, dtype=np.int64)
+        self.mean, self.m2, self.chol = np.zeros(dim), np.zeros((dim, dim)), np.eye(dim)
+        self.counts = np.zeros(2, dtype=np.int64)
+        self.done = 0
+        self.n_stored = 0
+        self._blocks = {"p": [], "log_eta": []}
+        self.iw = None
+
+    @property
+    def shift_prop(self):
+        return int(self.counts[0])
+
+    @property
+    def shift_acc(self):
+        return int(self.counts[1])
+
+    def run(self, k: int, keep: bool, progress=None) -> None:
+        k = int(k)
+        if k <= 0:
+            return
+        law, co = self.law, self.law.coords
+        out_p = np.empty((k if keep else 0, law.J))
+        out_le = np.empty(k if keep else 0)
+        dirichlet_iterations(
+            k, keep, not keep, self.c, self.p, self.lp, law.alpha, law.totals, law.n_pairs,
+            law.n_shift, law.eligible, law.cell_grp, law.grp_ptr, law.grp_cells, law.last,
+            law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2, co.log_const,
+            self.r, self.r_new, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2,
+            self.c_new, self.p_new, self.lp_new, self.v, self.vp, self.z, self.iw_f, self.iw_i,
+            self.mean, self.m2, self.chol, self.counts, out_p, out_le, self.rng)
+        self.done += k
+        if progress is not None:
+            progress(self.done - 1)
+        if keep:
+            self._blocks["p"].append(out_p)
+            self._blocks["log_eta"].append(out_le)
+            self.n_stored += k
+
+    def result(self) -> dict:
+        law = self.law
+        P = np.concatenate(self._blocks["p"]) if self._blocks["p"] else np.empty((0, law.J))
+        le = np.concatenate(self._blocks["log_eta"]) if self._blocks["log_eta"] else \
+            np.empty(0)
+        if len(self._blocks["p"]) > 1:
+            self._blocks = {"p": [P], "log_eta": [le]}
+        res = dict(law.dirichlet[1](P))
+        res["log_eta"] = le
         res["n_stored"] = self.n_stored
         res["shift_accept"] = (self.shift_acc / self.shift_prop) if self.shift_prop else math.nan
         return res

@@ -883,8 +883,12 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     latent : "auto", "counts" or "records"
         What is imputed (:mod:`privpost.inference._count_latent`, DESIGN §10). ``"auto"``
         (default): the count table when the (model, release) pair declares its exact law
-        (``model.count_latent(release)``), else the records; ``"counts"``: the count table
-        (raises when none is declared); ``"records"``: the records (the path described above).
+        (``model.count_latent(release)``) and no option of the record-level sampler is set
+        (``proposal``, ``init``, ``fast_path``, ``interweave``, ``sweeps_per_iteration``,
+        ``thin``), else the records; ``"counts"``: the count table (raises when none is
+        declared, or with one of those options); ``"records"``: the records (the path
+        described above). The count path runs its chains in this thread (``cores`` is not
+        used).
 
     Returns
     -------
@@ -902,7 +906,9 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     """
     from privpost.inference import _count_latent
 
-    law = _count_latent.count_law(model, release, latent)
+    law = _count_latent.law_for_options(model, release, dict(
+        latent=latent, proposal=proposal, init=init, fast_path=fast_path, interweave=interweave,
+        sweeps_per_iteration=sweeps_per_iteration, thin=thin))
     if law is not None:
         return _count_latent.run(law, model, release, draws=draws, warmup=warmup,
                                  chains=chains, seed=seed, progress=progress,

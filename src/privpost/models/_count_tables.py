@@ -46,6 +46,8 @@ def table_releases(release):
             return None
     if len({r.n for r in rels}) != 1:
         return None
+    if len({tuple(getattr(r.query, "columns", None) or ()) for r in rels}) != 1:
+        return None         # releases of different record fields: not one table
     return rels
 
 
@@ -68,6 +70,16 @@ def _blocks(rels, cell_records, kinds):
     return out
 
 
+_LAW_METHODS = ("update", "simulate", "log_likelihood", "log_prior", "prior_sample",
+                "interweave_to_free", "interweave_from_free", "interweave_log_jacobian")
+
+
+def _faithful(model, cls) -> bool:
+    """Whether ``model``'s record law and prior are those of ``cls`` (a subclass that redefines
+    one of them is a different model: it keeps the record path)."""
+    return all(getattr(type(model), nm, None) is getattr(cls, nm, None) for nm in _LAW_METHODS)
+
+
 def _conditions(rels) -> str:
     n = rels[0].n
     what = "the release" if len(rels) == 1 else f"the {len(rels)} releases of the set"
@@ -81,9 +93,10 @@ def bernoulli_table(model, release):
     Theta update: ``Beta(a + c_1, b + c_0)`` (conjugate, exact). Non-centred move in
     ``v = logit(theta)`` (``|d theta / d v| = theta (1 - theta)``)."""
     from privpost.inference._count_table import Coordinates, CountTable
+    from privpost.models.bernoulli import BetaBernoulli
 
     rels = table_releases(release)
-    if rels is None:
+    if rels is None or not _faithful(model, BetaBernoulli):
         return None
     blocks = _blocks(rels, np.array([0.0, 1.0]), ("sum", "mean"))
     if blocks is None:
@@ -120,6 +133,9 @@ def bernoulli_table(model, release):
         names=["theta"], shapes={"theta": ()}, groups=[np.array([0, 1])], totals=[n],
         coords=coords, log_probs=log_probs, update=update, prior_sample=model.prior_sample,
         log_prior=model.log_prior, free=(to_free, from_free, log_jacobian),
+        dirichlet=(np.array([b, a]), lambda P: {"theta": P[:, 1].copy()},
+                   lambda params: np.array([1.0 - float(params["theta"]),
+                                            float(params["theta"])])),
         table=(f"count table c = (#x=0, #x=1) ~ Multinomial(n, (1 - theta, theta)) (2 cells, "
                f"n = {n}); {_conditions(rels)}"))
 
@@ -130,10 +146,10 @@ def categorical_table(model, release):
     ``None``. Theta update: ``Dirichlet(alpha + c)`` (conjugate, exact). Non-centred move in the
     model's additive log-ratio coordinates (its ``interweave_to_free`` protocol)."""
     from privpost.inference._count_table import Coordinates, CountTable
-    from privpost.models.categorical import dirichlet_rows
+    from privpost.models.categorical import DirichletCategorical, dirichlet_rows
 
     rels = table_releases(release)
-    if rels is None:
+    if rels is None or not _faithful(model, DirichletCategorical):
         return None
     K = model.k
     blocks = _blocks(rels, np.arange(K, dtype=np.int64), ("histogram",))
@@ -156,6 +172,8 @@ def categorical_table(model, release):
         log_prior=model.log_prior,
         free=(model.interweave_to_free, model.interweave_from_free,
               model.interweave_log_jacobian),
+        dirichlet=(alpha, lambda P: {"p": P.copy()},
+                   lambda params: np.asarray(params["p"], dtype=np.float64)),
         table=(f"count table c ~ Multinomial(n, p) over the {K} categories ({K} cells, "
                f"n = {n}); {_conditions(rels)}"))
 
@@ -223,8 +241,10 @@ def naive_bayes_table(model, release):
     additive log-ratio coordinates of ``p`` (its ``interweave_to_free`` protocol)."""
     from privpost.inference._count_table import Coordinates, CountTable
 
+    from privpost.models.naive_bayes import NaiveBayesLogLinear
+
     rels = table_releases(release)
-    if rels is None:
+    if rels is None or not _faithful(model, NaiveBayesLogLinear):
         return None
     levels = (model.n_classes,) + tuple(model.n_levels)
     J = joint_size(levels)
@@ -285,8 +305,11 @@ def mrf_table(model, release):
     held; unit Jacobian)."""
     from privpost.inference._count_table import Coordinates, CountTable
 
+    from privpost.models.mrf import CliqueMRF
+
     rels = table_releases(release)
-    if rels is None or any(getattr(r.query, "name", None) != "marginal_tables" for r in rels):
+    if rels is None or not _faithful(model, CliqueMRF) or \
+            any(getattr(r.query, "name", None) != "marginal_tables" for r in rels):
         return None
     J = joint_size(model.levels)
     if J > MAX_JOINT_CELLS:
