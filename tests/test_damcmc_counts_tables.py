@@ -238,3 +238,31 @@ def test_mrf_counts_agree_with_records_at_small_n():
     wide = pp.release(x, query=q, mechanism=Laplace(epsilon=0.2), seed=5)
     pw = _mrf_probs(model, _run(model, wide, "records", draws=2000))
     assert max(abs(_two_sample_z(pc[..., j], pw[..., j])) for j in range(16)) > K_MCSE
+
+
+def test_mrf_table_size_rules():
+    """auto takes the joint table from n = 8 J on; beyond MAX_JOINT_CELLS joint values the pair
+    declares no table (records); the table's A is the released marginals (each cell adds one
+    unit to one cell of every released clique table)."""
+    from privpost.marginal_tables import MarginalTables
+    from privpost.release import Release
+
+    cl = [[0, 1], [1, 2]]
+    model = CliqueMRF([2, 3, 2], cl)
+    q = MarginalTables([2, 3, 2], cl)
+    mech = Laplace(epsilon=1.0).calibrate(q.sensitivity("l1", "replace"))
+    for n, auto in ((12 * AUTO_RECORDS_PER_CELL - 1, False), (12 * AUTO_RECORDS_PER_CELL, True)):
+        law = model.count_latent(Release(query=q, mechanism=mech, n=n, observed=np.zeros(q.dim)))
+        assert law.J == 12 and law.auto is auto
+    A = law.coords.A
+    assert A.shape == (q.dim, 12) and np.all(A.sum(axis=0) == len(cl))
+    from privpost.models._count_tables import joint_domain
+    dom = joint_domain([2, 3, 2])
+    np.testing.assert_array_equal(A @ np.eye(12)[:, 5], q.statistic(dom[5:6]))
+    T = 17                                   # 2^17 = 131,072 joint values
+    assert 2 ** T > MAX_JOINT_CELLS
+    big = CliqueMRF([2] * T, [[i, i + 1] for i in range(T - 1)])
+    bq = MarginalTables([2] * T, [[i, i + 1] for i in range(T - 1)])
+    bm = Laplace(epsilon=1.0).calibrate(bq.sensitivity("l1", "replace"))
+    assert big.count_latent(Release(query=bq, mechanism=bm, n=10**6,
+                                    observed=np.zeros(bq.dim))) is None
