@@ -358,3 +358,41 @@ def test_broken_pages_fail():
                  quick=COMP_QUICK)
     with pytest.raises(AssertionError, match="no longer says"):
         _stated(HMM, "401-DP (replace-one neighbours)")
+
+
+# ============================================================================================
+# docs/census_scale.md
+# ============================================================================================
+
+CENSUS = "census_scale.md"
+
+
+def test_census_scale_page_runs():
+    run = run_page(CENSUS)
+    shown = run.output_of("privpost infer national.json")
+    # "The summary's notes say latent='counts' ... conditioning on the public n and the release"
+    _stated(CENSUS, "The summary's notes say `latent='counts'`")
+    assert "latent='counts'" in shown and "Multinomial(n, p)" in shown
+    assert "conditions on the public n = 300000000 and the release" in shown
+    assert "NOT CONVERGED" not in shown
+    # "`--json` reports it as "latent": "counts""
+    _stated(CENSUS, '`--json` reports it as `"latent": "counts"`')
+    doc = json.loads(run_cli(["privpost", "infer", "national.json", "--model",
+                              "dirichlet-categorical:alpha=1", "--seed", "1", "--json"]))
+    assert doc["latent"] == "counts" and doc["converged"] is True
+    assert abs(doc["summary"]["p[0]"]["mean"] - 71012345 / 3e8) < 1e-4
+    # "which the max_latent limit refuses"
+    _stated(CENSUS, "which the `max_latent` limit refuses")
+    code, out = __import__("_docblocks").invoke_cli(
+        ["privpost", "infer", "national.json", "--model", "dirichlet-categorical:alpha=1",
+         "--option", "latent=records"], expect=(1, 2))
+    assert "max_latent" in _flat(out)
+    # "σ = 14 people per cell" at rho = 0.005 (Histogram L2 sensitivity sqrt 2)
+    _stated(CENSUS, "ρ = 0.005 per table (σ = 14 people per cell)")
+    assert round(math.sqrt(2) / math.sqrt(2 * 0.005)) == 14
+    # "area A's islands: -6 people": a negative naive proportion, a positive posterior
+    _stated(CENSUS, "area A's `islands`: −6 people")
+    naive, mean, lo, hi = run.ns["rows"]["A"]
+    assert naive[5] < 0 < lo[5] < mean[5] < hi[5]
+    assert run.printed.count("converged = True") == 5
+    assert Path("census_intervals.png").stat().st_size > 10_000

@@ -49,6 +49,10 @@ __all__ = ["CountTable", "Coordinates", "pair_sweep", "residuals", "log_eta", "s
            "data_table", "project_simplex_int"]
 
 
+#: The residual-shift move adapts a dense ``dim x dim`` proposal covariance; tables with more free
+#: cells (``J`` minus the number of groups) run without it (stated in the notes).
+MAX_SHIFT_DIM = 400
+
 # ============================================================================================
 # compiled pieces
 # ============================================================================================
@@ -311,7 +315,8 @@ def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, totals, n_pair
 
 class Coordinates:
     """The ``d`` released coordinates of a table: ``s`` (d,), kernel weights ``w`` (d,), kernel
-    family ``l2`` (d,) bool, noise scales ``scale`` (d,), ``A`` (d, J) dense float64 and
+    family ``l2`` (d,) bool, noise scales ``scale`` (d,), ``A`` (d, J) (given dense or
+    ``scipy.sparse``; stored as a CSC matrix: column ``j`` = cell ``j``) and
     ``log_const``, the noise densities' log normalising constant (``log eta(s | A c) =
     log_const + log_eta(s - A c)``).
 
@@ -319,12 +324,16 @@ class Coordinates:
     block (rows stacked in the releases' order)."""
 
     def __init__(self, A, s, scale, l2, log_const: float = 0.0):
-        self.A = np.ascontiguousarray(A, dtype=np.float64)
+        from scipy import sparse
+
+        self.A = sparse.csc_matrix(A, dtype=np.float64)
+        self.A.eliminate_zeros()
+        self.A.sort_indices()
         self.s = np.ascontiguousarray(s, dtype=np.float64)
         self.scale = np.ascontiguousarray(scale, dtype=np.float64)
         self.l2 = np.ascontiguousarray(l2, dtype=np.bool_)
         d = self.s.shape[0]
-        if self.A.ndim != 2 or self.A.shape[0] != d or self.scale.shape != (d,) or \
+        if self.A.shape[0] != d or self.scale.shape != (d,) or \
                 self.l2.shape != (d,):
             raise PrivpostError(f"count table: A must be (d, J) with d = {d} released values")
         self.w = np.array([weights_for("l2" if b else "l1", sc, 1)[0]
@@ -334,8 +343,8 @@ class Coordinates:
     @classmethod
     def from_releases(cls, releases, blocks):
         """``releases``: list of :class:`privpost.Release` (additive mechanisms with a kernel);
-        ``blocks``: one ``(d_r, J)`` array per release, its query as a linear map of the
-        table."""
+        ``blocks``: one ``(d_r, J)`` array (dense or sparse) per release, its query as a
+        linear map of the table."""
         A, s, scale, l2 = [], [], [], []
         log_const = 0.0
         for rel, blk in zip(releases, blocks):
@@ -343,15 +352,16 @@ class Coordinates:
             if getattr(mech, "kernel", None) not in ("l1", "l2") or mech.scale is None:
                 raise PrivpostError(f"count table: mechanism {type(mech).__name__} has no "
                                     "additive l1/l2 kernel")
-            blk = np.asarray(blk, dtype=np.float64)
             obs = np.asarray(rel.observed, dtype=np.float64)
             A.append(blk)
             s.append(obs)
             scale.append(np.broadcast_to(np.asarray(mech.scale, dtype=np.float64), obs.shape))
             l2.append(np.full(obs.shape, mech.kernel == "l2"))
             log_const += float(mech.logpdf(obs, obs))       # the density at zero noise
-        return cls(np.vstack(A), np.concatenate(s), np.concatenate(scale), np.concatenate(l2),
-                   log_const)
+        from scipy import sparse
+
+        return cls(sparse.vstack([sparse.csc_matrix(b, dtype=np.float64) for b in A]),
+                   np.concatenate(s), np.concatenate(scale), np.concatenate(l2), log_const)
 
 
 # ============================================================================================
@@ -395,22 +405,25 @@ def data_table(coords: Coordinates, grp_cells: list, totals, rng):
     noise = np.where(coords.l2, rng.standard_normal(s.shape),
                      rng.laplace(0.0, 1.0, s.shape) / math.sqrt(2.0))
     s_star = s + sd * noise
+    from scipy import sparse
+    from scipy.sparse.linalg import lsqr
+
     J = A.shape[1]
-    rows = [A / sd[:, None]]
-    rhs = [s_star / sd]
-    big = 1e3 * max(1.0, float(np.max(np.abs(A / sd[:, None]))) if A.size else 1.0)
-    for cells, tot in zip(grp_cells, totals):
-        row = np.zeros(J)
-        row[cells] = big
-        rows.append(row[None, :])
-        rhs.append(np.array([big * tot]))
-    M = np.vstack(rows)
-    b = np.concatenate(rhs)
+    As = sparse.diags(1.0 / sd) @ A
+    big = 1e3 * max(1.0, float(np.max(np.abs(As.data))) if As.nnz else 1.0)
+    G = sparse.csr_matrix((np.full(J, big), (np.concatenate(
+        [np.full(len(cells), g) for g, cells in enumerate(grp_cells)]),
+        np.concatenate(grp_cells))), shape=(len(grp_cells), J))
+    M = sparse.vstack([As, G]).tocsr()
+    b = np.concatenate([s_star / sd, big * np.asarray(totals, dtype=np.float64)])
     # centre on the uniform table so that cells A does not identify stay near equal shares
     c_ref = np.zeros(J)
     for cells, tot in zip(grp_cells, totals):
         c_ref[cells] = tot / len(cells)
-    sol = np.linalg.lstsq(M, b - M @ c_ref, rcond=None)[0] + c_ref
+    if M.shape[0] * J <= 4_000_000:
+        sol = np.linalg.lstsq(M.toarray(), b - M @ c_ref, rcond=None)[0] + c_ref
+    else:   # large tables: an iterative least-squares start (only a start: it is projected)
+        sol = lsqr(M, b - M @ c_ref, atol=1e-10, btol=1e-10, iter_lim=2000)[0] + c_ref
     c = np.zeros(J)
     for cells, tot in zip(grp_cells, totals):
         c[cells] = project_simplex_int(sol[cells], tot)
@@ -451,7 +464,7 @@ class CountTable(CountLatent):
     table : str
         The posterior note's description of the table and its law.
     n_pairs : int or None
-        Pair moves per iteration (default: ``2 J``, at least 2).
+        Pair moves per iteration (default: ``J``, at least 2).
     n_shift : int
         Residual-shift moves per iteration (default 2; 0: none).
     dirichlet : tuple ``(alpha, to_params, from_params)`` or None
@@ -490,19 +503,13 @@ class CountTable(CountLatent):
             raise PrivpostError("count table: the residual-shift move needs log_prior")
         self.table = table
         self.stat_names = ("log_eta",)
-        self.n_pairs = max(2, 2 * J) if n_pairs is None else int(n_pairs)
+        self.n_pairs = max(2, J) if n_pairs is None else int(n_pairs)
         self.n_shift = int(n_shift) if free is not None else 0
         # sparse A by cell
-        A = coords.A
-        ptr, idx, coef = [0], [], []
-        for j in range(J):
-            nz = np.nonzero(A[:, j])[0]
-            idx.extend(nz.tolist())
-            coef.extend(A[nz, j].tolist())
-            ptr.append(len(idx))
-        self.cell_ptr = np.array(ptr, dtype=np.int64)
-        self.cell_coord = np.array(idx, dtype=np.int64)
-        self.cell_coef = np.array(coef, dtype=np.float64)
+        A = coords.A      # CSC: column j = the released coordinates cell j adds to
+        self.cell_ptr = np.ascontiguousarray(A.indptr, dtype=np.int64)
+        self.cell_coord = np.ascontiguousarray(A.indices, dtype=np.int64)
+        self.cell_coef = np.ascontiguousarray(A.data, dtype=np.float64)
         self.cell_grp = np.zeros(J, dtype=np.int64)
         gp, gc = [0], []
         for g, cells in enumerate(self.groups):
@@ -511,19 +518,22 @@ class CountTable(CountLatent):
             gp.append(len(gc))
         self.grp_ptr = np.array(gp, dtype=np.int64)
         self.grp_cells = np.array(gc, dtype=np.int64)
-        self.eligible = np.array([j for j in range(J) if len(self.groups[self.cell_grp[j]]) > 1],
-                                 dtype=np.int64)
+        sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
+        self.eligible = np.flatnonzero(sizes[self.cell_grp] > 1).astype(np.int64)
         nnz = np.diff(self.cell_ptr)
         self.buf = int(2 * nnz.max()) if J else 1
         self.last = np.array([cells[-1] for cells in self.groups], dtype=np.int64)
         self.free_cells = np.ones(J, dtype=bool)
         self.free_cells[self.last] = False
+        free_dim = J - len(self.groups)
+        if free_dim > MAX_SHIFT_DIM:
+            self.n_shift = 0          # the move's dense proposal covariance would not fit
         self.dirichlet = dirichlet
         if dirichlet is not None:
             self.alpha = np.ascontiguousarray(dirichlet[0], dtype=np.float64)
             if self.alpha.shape != (J,) or not np.all(self.alpha > 0):
                 raise PrivpostError("count table: dirichlet alpha must be (J,) positive")
-            self.n_shift = int(n_shift)
+            self.n_shift = int(n_shift) if free_dim <= MAX_SHIFT_DIM else 0
 
     # -- pieces used by the chains --------------------------------------------------------
     def start(self, rng, start: str):
@@ -574,8 +584,10 @@ class CountTable(CountLatent):
                          f"{self.n_shift} residual-shift (non-centred) moves per iteration; "
                          f"shift acceptance after warm-up {min(acc):.2f}-{max(acc):.2f}")
         else:
+            why = (f" (no non-centred move: more than {MAX_SHIFT_DIM} free cells)"
+                   if self.J - len(self.groups) > MAX_SHIFT_DIM else "")
             notes.append(f"count table: {self.n_pairs} exact pair moves and the theta update "
-                         "per iteration")
+                         f"per iteration{why}")
         return notes
 
 
@@ -707,7 +719,7 @@ class DirichletTableChain(TableChain):
         self.b_r, self.b_v, self.b_w = np.zeros(b), np.zeros(b), np.zeros(b)
         self.b_l2 = np.zeros(b, dtype=np.bool_)
         self.c_new, self.p_new, self.lp_new = np.zeros(J), np.zeros(J), np.zeros(J)
-        dim = J - len(law.groups)
+        dim = J - len(law.groups) if law.n_shift else 0     # no move: no proposal state
         self.v, self.vp, self.z = np.zeros(dim), np.zeros(dim), np.zeros(dim)
         # the compiled _IWState (same start and targets as damcmc._IWState)
         self.iw_f = np.array([math.log(0.1), 0.44 if dim == 1 else 0.3])

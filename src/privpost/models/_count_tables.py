@@ -56,17 +56,29 @@ def _blocks(rels, cell_records, kinds):
     records), or ``None`` when a query is not of ``kinds`` or refuses the records."""
     from privpost.errors import PrivpostError
 
+    from scipy import sparse
+
     out = []
+    J = len(cell_records)
     for r in rels:
         if getattr(r.query, "name", None) not in kinds:
             return None
-        try:
-            t = np.asarray(r.query.t(cell_records, check=False), dtype=np.float64)
-        except (PrivpostError, ValueError, TypeError):
-            return None
-        if t.ndim != 2 or t.shape[0] != len(cell_records) or not np.all(np.isfinite(t)):
-            return None
-        out.append(t.T)
+        d = int(r.query.dim)
+        if r.query.name == "histogram" and d == J:
+            out.append(sparse.identity(J, format="csc"))    # t(x) = e_x (one-hot)
+            continue
+        step = max(1, 1_000_000 // max(d, 1))       # cells per chunk: <= 1e6 dense values
+        parts = []
+        for j0 in range(0, J, step):
+            try:
+                t = np.asarray(r.query.t(cell_records[j0:j0 + step], check=False),
+                               dtype=np.float64)
+            except (PrivpostError, ValueError, TypeError):
+                return None
+            if t.ndim != 2 or t.shape != (min(step, J - j0), d) or not np.all(np.isfinite(t)):
+                return None
+            parts.append(sparse.csr_matrix(t))
+        out.append(sparse.vstack(parts).T.tocsc())
     return out
 
 
