@@ -228,15 +228,15 @@ def joint_domain(levels) -> np.ndarray:
     return np.ascontiguousarray(grids.T, dtype=np.int64)
 
 
-def _cells_block(query, dom) -> np.ndarray:
-    """``A`` block ``(d, J)`` of a query whose records add one unit to each of a few released
-    cells (``query.cells(records) -> (J, m)`` indices): dense 0/1."""
+def _cells_block(query, dom):
+    """``A`` block ``(d, J)`` (sparse CSC) of a query whose records add one unit to each of a
+    few released cells (``query.cells(records) -> (J, m)`` indices)."""
+    from scipy import sparse
+
     cells = np.asarray(query.cells(dom), dtype=np.int64)
-    J = dom.shape[0]
-    blk = np.zeros((query.dim, J))
-    for a in range(cells.shape[1]):
-        blk[cells[:, a], np.arange(J)] += 1.0
-    return blk
+    J, m = cells.shape
+    cols = np.repeat(np.arange(J, dtype=np.int64), m)
+    return sparse.csc_matrix((np.ones(J * m), (cells.ravel(), cols)), shape=(query.dim, J))
 
 
 def naive_bayes_table(model, release):
