@@ -1,7 +1,11 @@
 """The count tables the built-in discrete models declare for ``damcmc`` (issue 21; DESIGN §10):
 ``model.count_latent(release) -> CountLatent | None`` of BetaBernoulli (0/1 records: a 2-cell
 table, released by ``Sum`` / ``Mean``) and DirichletCategorical (a K-cell table, released by
-``Histogram``), on one release or a ReleaseSet of several releases of the same records.
+``Histogram``), NaiveBayesLogLinear (the joint table over (class, features), released by
+``NaiveBayesCounts``) and CliqueMRF (the joint table over all variables, released by
+``MarginalTables``), on one release or a ReleaseSet of several releases of the same records.
+Joint tables have ``J = prod(levels)`` cells: at most :data:`MAX_JOINT_CELLS`, and
+``latent="auto"`` takes them only from ``n >= AUTO_RECORDS_PER_CELL * J`` records on.
 
 The release's query is read as a linear map of the table through its own contribution
 function: column ``j`` of ``A`` is ``query.t(record of cell j)`` (a ``Sum`` of 0/1 records with
