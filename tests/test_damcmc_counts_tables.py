@@ -220,6 +220,7 @@ def _mrf_probs(model, post):
     return p / p.sum(-1, keepdims=True)
 
 
+@pytest.mark.slow
 def test_mrf_counts_agree_with_records_at_small_n():
     """4-node binary loop, N = 30: count-level and record-level damcmc agree on the 16 joint
     probabilities (both directions); a release with 10x the noise is told apart."""
