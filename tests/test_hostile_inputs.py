@@ -378,9 +378,15 @@ def test_inference_limits_are_checked_before_sampling(monkeypatch):
     model = model_from_spec("dirichlet-categorical:k=4")
     with limits.limits(max_latent=100):
         with pytest.raises(ReleaseError, match=r"^n: .*max_latent"):
-            infer(model, rel, method="damcmc", draws=10, warmup=0, chains=1, progress=False)
-        # the limit concerns damcmc's latent records only: naive still runs
+            infer(model, rel, method="damcmc", draws=10, warmup=0, chains=1, progress=False,
+                  latent="records")
+        # the limit concerns damcmc's latent records only: the count table (4 cells, issue
+        # 21) and naive still run
         infer(model, rel, method="naive", draws=10, chains=1, progress=False)
+        infer(model, rel, method="damcmc", draws=10, warmup=0, chains=1, progress=False)
+    with limits.limits(max_latent=3):       # a table of more cells than max_latent: refused
+        with pytest.raises(ReleaseError, match="max_latent"):
+            infer(model, rel, method="damcmc", draws=10, warmup=0, chains=1, progress=False)
     with limits.limits(max_draws=1000):
         with pytest.raises(ReleaseError, match=r"^draws: .*max_draws"):
             infer(model, rel, method="naive", draws=1000, chains=2, progress=False)
