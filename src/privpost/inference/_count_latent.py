@@ -80,6 +80,10 @@ class CountLatent:
     shapes: dict
     table: str = ""
     stat_names: tuple = ()
+    #: ``latent="auto"`` uses this table (``False``: the pair declares it, but the records are
+    #: the cheaper latent for this release, e.g. a joint table with more cells than records;
+    #: ``latent="counts"`` still uses it)
+    auto: bool = True
 
     def chains(self, rngs, start: str) -> list:
         """One resumable chain per generator in ``rngs`` (``start``: ``"data"`` -- dispersed
@@ -155,6 +159,8 @@ def count_law(model, release, latent: str = "auto",
         return None
     getter = getattr(model, "count_latent", None)
     law = getter(release) if callable(getter) else None
+    if law is not None and latent == "auto" and not getattr(law, "auto", True):
+        return None     # declared, but the records are the cheaper latent (law.auto says why)
     if law is None and latent == "counts":
         raise IncompatibleError(
             f"latent='counts': model {type(model).__name__} declares no exact count table for "
