@@ -492,15 +492,18 @@ class Sampler:
         """``p.interweave`` non-centred MH steps: theta moves with the innovations held fixed.
 
         ``u ~ p(u | x, theta)`` (the model's ``innovations``; deterministic for continuous
-        records), so ``(theta, u)`` follows the augmented target ``p(theta) prod p_u(u_i)
+        records), so ``(theta, u)`` follows the augmented target ``p(theta) p(u | theta)
         eta(s | g(theta, u))``; a symmetric random walk on the ``interweave_params`` with ``u``
-        fixed is accepted with ``p(theta*) eta(s | T*) / (p(theta) eta(s | T))`` (no Jacobian:
-        ``p_u`` does not depend on theta). The records are then ``x = g(theta, u)``.
+        fixed is accepted with ``p(theta*) p(u | theta*) eta(s | T*) / (p(theta) p(u | theta)
+        eta(s | T))``. ``p(u | theta)`` is the model's optional ``innovations_log_density``
+        (a partially non-centred parametrisation); without it the law of ``u`` is free of theta
+        and the term cancels. The records are then ``x = g(theta, u)``.
         """
         p = self.p
         model, iw = p.model, st.iw
         params = st.params
         u = model.innovations(params, st.records, rng)
+        u_density = getattr(model, "innovations_log_density", None)
         if p.iw_free:
             v = np.asarray(model.interweave_to_free(params), dtype=np.float64)
             lp = float(model.log_prior(params)) + float(model.interweave_log_jacobian(params))
@@ -508,6 +511,8 @@ class Sampler:
             v = np.concatenate([np.asarray(params[nm], dtype=np.float64).ravel()
                                 for nm in p.iw_names])
             lp = float(model.log_prior(params))
+        if u_density is not None:
+            lp += float(u_density(params, u))
         lg = float(p.log_g(st.T, p.s_obs, p.weight))
         new_x = new_t = None
         for _ in range(p.interweave):
@@ -526,6 +531,8 @@ class Sampler:
                         prop[nm] = np.float64(prop[nm])
                     off += size
                 lpp = float(model.log_prior(prop))
+            if u_density is not None and lpp > -math.inf:
+                lpp += float(u_density(prop, u))
             alpha = 0.0
             if lpp > -math.inf:
                 xp = np.ascontiguousarray(model.from_innovations(prop, u), dtype=p.rec_dtype)
