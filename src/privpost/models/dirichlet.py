@@ -387,6 +387,20 @@ class Dirichlet(Model):
         from privpost.models import _compiled
         return _compiled.dirichlet(self)
 
+    # ------------------------------------------------------------------ data-driven start
+    def plugin_params(self, query, s, n, rng):
+        """A start for damcmc (:mod:`privpost.inference._start`): Minka's MLE of the released
+        mean logs ``s`` (``(D,)``, CensoredLogMean; the censoring is ignored), or ``None`` when
+        the query is another one or the MLE does not exist (``sum exp(s) >= 1``)."""
+        from privpost.inference.dirichlet_tools import dirichlet_mle
+
+        if getattr(query, "name", None) != "censored_log_mean":
+            return None
+        a = dirichlet_mle(np.asarray(s, dtype=np.float64).reshape(self.parts))
+        if not np.all(np.isfinite(a) & (a > 0)):
+            return None
+        return {"alpha": a}
+
     # ------------------------------------------------------------------ checks
     def validate_records(self, records):
         arr = np.asarray(records)
