@@ -69,8 +69,12 @@ class Dirichlet(Model):
         is Gamma(1, 0.1); p3 is the same family with fitted values).
     prior_corr : (D, D) correlation matrix, optional
         Gaussian-copula prior with the Gamma marginals above (seed 002 prior p4).
-    slice_steps : int >= 1, default 1
-        Slice-sampling sweeps per :meth:`update`.
+    slice_steps : int >= 1, default 20
+        Slice-sampling sweeps per :meth:`update`, all from the same complete-record statistic
+        ``T`` (computed once per update): ``alpha | x`` is strongly correlated across
+        coordinates at large ``n``, so one coordinate-wise sweep moves it little, while a sweep
+        costs ``O(D)`` log-gammas, not ``O(n)``. 20 (issue 22; 1 before) is measured on the ATUS
+        releases (benchmarks/README.md, "ATUS beside SOMA").
     slice_width : float > 0, default 1.0
         Initial interval / hyperrectangle width on the ``log(alpha)`` scale.
     slice_method : {"univariate", "hyperrect"}, default "univariate"
@@ -95,7 +99,7 @@ class Dirichlet(Model):
     records_doc = "rows on the open simplex, shape (n, D)"
 
     def __init__(self, parts: int, prior_shape=1.0, prior_rate=0.1, prior_corr=None,
-                 slice_steps: int = 1, slice_width: float = 1.0,
+                 slice_steps: int = 20, slice_width: float = 1.0,
                  slice_method: str = "univariate", max_steps_out: int = 32):
         D = positive_int("parts", parts, 2)
         self.parts = D
