@@ -982,6 +982,8 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         found, start_note = data_inits(problem, [r.spawn(1)[0] for r in rngs])
         if found is not None:
             inits = found
+    if auto_iw and problem.interweave and fast is not None:
+        start_note = _auto_steps(problem, inits, start_note)
     workers = min(chains, cores if cores is not None else (os.cpu_count() or 1))
     if workers > 1 and fast is None:
         try:
@@ -1022,6 +1024,35 @@ _IW_STEP_WORK = 3600.0
 #: regression the worst-coefficient ESS/s grows up to 4 steps and flattens beyond;
 #: benchmarks/README.md, "Defaults of damcmc"). The generic path keeps 1 step.
 AUTO_COMPILED_STEPS = 4
+
+
+def noise_variance(problem) -> np.ndarray:
+    """Variance of the mechanism's noise on each released coordinate ``(d,)`` (Laplace scale b:
+    ``2 b^2``; Gaussian sd: ``sd^2``; the discrete families by the same formulas)."""
+    sc = np.broadcast_to(np.asarray(problem.scale, dtype=np.float64), (problem.d,))
+    return 2.0 * sc * sc if problem.kernel == "l1" else sc * sc
+
+
+def _auto_steps(problem, inits, note):
+    """``interweave="auto"`` on the compiled driver: the model's own choice of non-centred moves
+    per iteration for this release (optional ``model.interweave_auto_steps(n, noise_var,
+    params)`` at the first chain's start), else :data:`AUTO_COMPILED_STEPS`. Returns the start
+    note with the choice appended."""
+    hook = getattr(problem.model, "interweave_auto_steps", None)
+    first = inits[0] if inits else None
+    params = first.get("params") if isinstance(first, dict) else None
+    if not callable(hook) or params is None:
+        return note
+    try:
+        k, why = hook(problem.n, noise_variance(problem), params)
+        k = int(k)
+    except Exception:  # noqa: BLE001 - a tuning hint only: keep the default on any failure
+        return note
+    if k < 0:
+        return note
+    problem.interweave = k
+    msg = f"interweave='auto': {k} non-centred move(s) per iteration ({why})"
+    return f"{note}; {msg}" if note else msg
 
 
 def _compiled_interweave(model) -> bool:
