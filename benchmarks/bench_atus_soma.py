@@ -93,11 +93,11 @@ def run_default(rel, seed=1):
     import privpost as pp
     from privpost.models import Dirichlet
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     post = pp.infer(Dirichlet(3), rel, method="damcmc", seed=seed, progress=False)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     ess, rh = worst(post.draws["alpha"])
-    return dict(wall=wall, ess=ess, rhat=rh, draws=post.draws["alpha"].shape[1],
+    return dict(wall=wall, cpu=cpu, ess=ess, rhat=rh, draws=post.draws["alpha"].shape[1],
                 converged=bool(post.converged), mean=post.draws["alpha"].mean(axis=(0, 1)))
 
 
@@ -105,12 +105,12 @@ def run_mwg(rel, draws, seed=1):
     from privpost.inference.damcmc import run
     from privpost.models import Dirichlet
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     post = run(Dirichlet(3, slice_steps=1), rel, draws=draws, warmup=draws // 2, chains=4,
                seed=seed, progress=False, interweave=False, fast_path=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     ess, rh = worst(post.draws["alpha"])
-    return dict(wall=wall, ess=ess, rhat=rh, draws=draws,
+    return dict(wall=wall, cpu=cpu, ess=ess, rhat=rh, draws=draws,
                 mean=post.draws["alpha"].mean(axis=(0, 1)))
 
 
@@ -125,10 +125,11 @@ def run_soma(rel, py, soma_dir, steps, seed=1):
     a = np.asarray(d["alpha"], dtype=np.float64)
     keep = a[a.shape[0] // 5:]
     secs = float(d["seconds"]) * keep.shape[0] / a.shape[0]    # the kept draws' share
+    cpu = float(d["cpu_seconds"]) * keep.shape[0] / a.shape[0]
     from privpost import diagnostics
 
     ess = min(float(diagnostics.ess_bulk(keep[None, :, j])) for j in range(3))
-    return dict(wall=float(d["seconds"]), ess=ess, secs_kept=secs, kept=keep.shape[0],
+    return dict(wall=float(d["seconds"]), cpu=cpu, ess=ess, secs_kept=secs, kept=keep.shape[0],
                 accept=d["accept"], mean=keep.mean(axis=0))
 
 
@@ -202,36 +203,42 @@ def main(argv=None):
     for kw in (dict(), dict(interweave=False)):
         run(Dirichlet(3), first, draws=3, warmup=2, chains=1, seed=0, progress=False,
             fast_path=True, **kw)
-    print("\n| release | n | Laplace scale | sampler | wall s | draws/chain | worst ESS | "
-          "worst R-hat | worst ESS/s | posterior mean alpha |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| release | n | Laplace scale | sampler | wall s | CPU s | draws/chain | worst ESS | "
+          "worst R-hat | worst ESS/s | worst ESS per CPU s | posterior mean alpha |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     summary = {}
     for spec, rel in rels.items():
         head = f"| {spec} | {rel.n} | {float(rel.mechanism.scale):.3g}"
         d = run_default(rel)
-        summary[spec] = {"default": d["ess"] / d["wall"]}
+        summary[spec] = {"default": d["ess"] / d["wall"], "default_cpu": d["ess"] / d["cpu"]}
         print(f"{head} | **default damcmc** ({'converged' if d['converged'] else 'NOT converged'})"
-              f" | {d['wall']:.1f} | {d['draws']} | {d['ess']:.0f} | {d['rhat']:.4f} | "
-              f"{d['ess'] / d['wall']:.2f} | {np.round(d['mean'], 3).tolist()} |", flush=True)
+              f" | {d['wall']:.1f} | {d['cpu']:.1f} | {d['draws']} | {d['ess']:.0f} | "
+              f"{d['rhat']:.4f} | {d['ess'] / d['wall']:.2f} | {d['ess'] / d['cpu']:.2f} | "
+              f"{np.round(d['mean'], 3).tolist()} |", flush=True)
         m = run_mwg(rel, a.mwg_draws)
         summary[spec]["mwg"] = m["ess"] / m["wall"]
-        print(f"{head} | MwG (centred, 1 slice step) | {m['wall']:.1f} | {m['draws']} | "
-              f"{m['ess']:.0f} | {m['rhat']:.4f} | {m['ess'] / m['wall']:.2f} | "
-              f"{np.round(m['mean'], 3).tolist()} |", flush=True)
+        summary[spec]["mwg_cpu"] = m["ess"] / m["cpu"]
+        print(f"{head} | MwG (centred, 1 slice step) | {m['wall']:.1f} | {m['cpu']:.1f} | "
+              f"{m['draws']} | {m['ess']:.0f} | {m['rhat']:.4f} | {m['ess'] / m['wall']:.2f} | "
+              f"{m['ess'] / m['cpu']:.2f} | {np.round(m['mean'], 3).tolist()} |", flush=True)
         if why is None:
             s = run_soma(rel, a.soma_python, a.soma_dir, a.soma_steps)
             summary[spec]["soma"] = s["ess"] / s["secs_kept"]
             summary[spec]["soma_ceiling"] = s["kept"] / s["secs_kept"]
-            print(f"{head} | SOMA (1 chain, {a.soma_steps} it., 20 % warm-up) | {s['wall']:.1f} | "
-                  f"{s['kept']} | {s['ess']:.0f} | - | {s['ess'] / s['secs_kept']:.3f} "
-                  f"(ceiling {s['kept'] / s['secs_kept']:.3f}) | "
-                  f"{np.round(s['mean'], 3).tolist()} |", flush=True)
-    print("\n| release | default / MwG ESS/s | default / SOMA ESS/s | default / SOMA ceiling |")
+            summary[spec]["soma_cpu_ceiling"] = s["kept"] / s["cpu"]
+            print(f"{head} | SOMA (1 chain, {a.soma_steps} it., 20 % warm-up; sampling time of "
+                  f"the kept draws) | {s['secs_kept']:.1f} | {s['cpu']:.1f} | {s['kept']} | "
+                  f"{s['ess']:.0f} | - | {s['ess'] / s['secs_kept']:.3f} (ceiling "
+                  f"{s['kept'] / s['secs_kept']:.3f}) | {s['ess'] / s['cpu']:.3f} (ceiling "
+                  f"{s['kept'] / s['cpu']:.3f}) | {np.round(s['mean'], 3).tolist()} |", flush=True)
+    print("\n| release | default / MwG ESS/s (per CPU s) | default / SOMA ESS/s | default / SOMA "
+          "ceiling (per wall s; per CPU s) |")
     print("|---|---|---|---|")
     for spec, r in summary.items():
-        soma = (f"{r['default'] / r['soma']:.0f}x | {r['default'] / r['soma_ceiling']:.0f}x"
-                if "soma" in r else "- | -")
-        print(f"| {spec} | {r['default'] / max(r['mwg'], 1e-12):.1f}x | {soma} |")
+        soma = (f"{r['default'] / r['soma']:.0f}x | {r['default'] / r['soma_ceiling']:.0f}x; "
+                f"{r['default_cpu'] / r['soma_cpu_ceiling']:.0f}x" if "soma" in r else "- | -")
+        print(f"| {spec} | {r['default'] / max(r['mwg'], 1e-12):.1f}x "
+              f"({r['default_cpu'] / max(r['mwg_cpu'], 1e-12):.1f}x) | {soma} |")
     if not a.skip_regression:
         print("\n| seed 000 regression, default damcmc as called | seed | wall s (10k it.) | "
               "worst ESS | worst ESS/s |")
