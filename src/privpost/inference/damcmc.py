@@ -878,12 +878,15 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         drops the move when the run is large enough for the compiled driver and the model has
         a compiled centred driver but no compiled move (NaiveBayesLogLinear and the NIW
         regression have theirs since issue 13), where the centred compiled driver is faster
-        per second.
+        per second. On the compiled driver a model may choose the number of moves for the
+        release (optional ``interweave_auto_steps``; the Dirichlet: none when the noise is small
+        against the sampling variance of its statistic); the notes say so.
     start : "data" or "prior"
         Starting values when ``init`` is None. ``"data"`` (default): each chain starts where
         the release puts the mass, dispersed across chains (:mod:`privpost.inference._start`:
-        the naive plug-in posterior of the release re-noised with fresh mechanism noise, or
-        records shifted to reproduce it); falls back to the prior when neither applies.
+        the naive plug-in posterior of the release re-noised with fresh mechanism noise, records
+        shifted to reproduce it, the model's own plug-in, or the best of several prior draws by
+        their simulated statistic); falls back to the prior when none applies.
         ``"prior"``: theta from the prior and records from the model (the paper's code). The
         start changes only how fast the chains reach the posterior, not their target.
 
