@@ -1,12 +1,14 @@
 """The Dirichlet non-centred move compiled for the DA-MCMC driver
 (models/_compiled_dirichlet_move.py) and CensoredLogMean's compiled contribution.
 
-* the compiled functions evaluate the NumPy move's numbers (same Generator calls, SciPy's own
-  special functions), including the tails (tiny and huge alpha_j): same innovations, same
-  records, and so the same chain as the NumPy move for the same seed;
+* the compiled functions evaluate the NumPy move's numbers (same Generator calls; digamma and
+  trigamma compiled, SciPy's in NumPy, equal to ~1e-15), including the tails (tiny and huge
+  alpha_j): same innovations, same records, same law of the innovations, and so the same chain
+  as the NumPy move for the same seed;
 * exactness: one censored Beta record (D = 2) against quadrature on a log-alpha grid
   (tests/_compositional_exact.py, as tests/test_damcmc_more_interweave.py does for the NumPy
-  move), |z| < 4 MCSE; the walk without its Jacobian (compiled and Python both) must fail;
+  move), |z| < 4 MCSE; the walk without its Jacobian (compiled and Python both) must fail, and
+  so must a partially non-centred move without the law of its innovations;
 * a compiled log_target that disagrees with the Python log_prior is refused up front.
 """
 
@@ -229,7 +231,7 @@ print("MOVE", hits)
 
 @pytest.mark.slow
 def test_second_process_compiles_nothing_of_the_dirichlet_move(tmp_path):
-    """The move's functions call SciPy by symbol name (not by address) and are cache=True: a
+    """The move's functions are cache=True (no process-specific addresses in them): a
     second process running DPMCMC with the compiled move compiles nothing (Numba's
     "numba:compile" events; cache hits and no misses on the move's functions)."""
     import ast
