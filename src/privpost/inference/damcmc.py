@@ -492,15 +492,18 @@ class Sampler:
         """``p.interweave`` non-centred MH steps: theta moves with the innovations held fixed.
 
         ``u ~ p(u | x, theta)`` (the model's ``innovations``; deterministic for continuous
-        records), so ``(theta, u)`` follows the augmented target ``p(theta) prod p_u(u_i)
+        records), so ``(theta, u)`` follows the augmented target ``p(theta) p(u | theta)
         eta(s | g(theta, u))``; a symmetric random walk on the ``interweave_params`` with ``u``
-        fixed is accepted with ``p(theta*) eta(s | T*) / (p(theta) eta(s | T))`` (no Jacobian:
-        ``p_u`` does not depend on theta). The records are then ``x = g(theta, u)``.
+        fixed is accepted with ``p(theta*) p(u | theta*) eta(s | T*) / (p(theta) p(u | theta)
+        eta(s | T))``. ``p(u | theta)`` is the model's optional ``innovations_log_density``
+        (a partially non-centred parametrisation); without it the law of ``u`` is free of theta
+        and the term cancels. The records are then ``x = g(theta, u)``.
         """
         p = self.p
         model, iw = p.model, st.iw
         params = st.params
         u = model.innovations(params, st.records, rng)
+        u_density = getattr(model, "innovations_log_density", None)
         if p.iw_free:
             v = np.asarray(model.interweave_to_free(params), dtype=np.float64)
             lp = float(model.log_prior(params)) + float(model.interweave_log_jacobian(params))
@@ -508,6 +511,8 @@ class Sampler:
             v = np.concatenate([np.asarray(params[nm], dtype=np.float64).ravel()
                                 for nm in p.iw_names])
             lp = float(model.log_prior(params))
+        if u_density is not None:
+            lp += float(u_density(params, u))
         lg = float(p.log_g(st.T, p.s_obs, p.weight))
         new_x = new_t = None
         for _ in range(p.interweave):
@@ -526,6 +531,8 @@ class Sampler:
                         prop[nm] = np.float64(prop[nm])
                     off += size
                 lpp = float(model.log_prior(prop))
+            if u_density is not None and lpp > -math.inf:
+                lpp += float(u_density(prop, u))
             alpha = 0.0
             if lpp > -math.inf:
                 xp = np.ascontiguousarray(model.from_innovations(prop, u), dtype=p.rec_dtype)
@@ -871,12 +878,15 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         drops the move when the run is large enough for the compiled driver and the model has
         a compiled centred driver but no compiled move (NaiveBayesLogLinear and the NIW
         regression have theirs since issue 13), where the centred compiled driver is faster
-        per second.
+        per second. On the compiled driver a model may choose the number of moves for the
+        release (optional ``interweave_auto_steps``; the Dirichlet: none when the noise is small
+        against the sampling variance of its statistic); the notes say so.
     start : "data" or "prior"
         Starting values when ``init`` is None. ``"data"`` (default): each chain starts where
         the release puts the mass, dispersed across chains (:mod:`privpost.inference._start`:
-        the naive plug-in posterior of the release re-noised with fresh mechanism noise, or
-        records shifted to reproduce it); falls back to the prior when neither applies.
+        the naive plug-in posterior of the release re-noised with fresh mechanism noise, records
+        shifted to reproduce it, the model's own plug-in, or the best of several prior draws by
+        their simulated statistic); falls back to the prior when none applies.
         ``"prior"``: theta from the prior and records from the model (the paper's code). The
         start changes only how fast the chains reach the posterior, not their target.
 
@@ -981,6 +991,8 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         found, start_note = data_inits(problem, [r.spawn(1)[0] for r in rngs])
         if found is not None:
             inits = found
+    if auto_iw and problem.interweave and fast is not None:
+        start_note = _auto_steps(problem, inits, start_note)
     workers = min(chains, cores if cores is not None else (os.cpu_count() or 1))
     if workers > 1 and fast is None:
         try:
@@ -1021,6 +1033,35 @@ _IW_STEP_WORK = 3600.0
 #: regression the worst-coefficient ESS/s grows up to 4 steps and flattens beyond;
 #: benchmarks/README.md, "Defaults of damcmc"). The generic path keeps 1 step.
 AUTO_COMPILED_STEPS = 4
+
+
+def noise_variance(problem) -> np.ndarray:
+    """Variance of the mechanism's noise on each released coordinate ``(d,)`` (Laplace scale b:
+    ``2 b^2``; Gaussian sd: ``sd^2``; the discrete families by the same formulas)."""
+    sc = np.broadcast_to(np.asarray(problem.scale, dtype=np.float64), (problem.d,))
+    return 2.0 * sc * sc if problem.kernel == "l1" else sc * sc
+
+
+def _auto_steps(problem, inits, note):
+    """``interweave="auto"`` on the compiled driver: the model's own choice of non-centred moves
+    per iteration for this release (optional ``model.interweave_auto_steps(n, noise_var,
+    params)`` at the first chain's start), else :data:`AUTO_COMPILED_STEPS`. Returns the start
+    note with the choice appended."""
+    hook = getattr(problem.model, "interweave_auto_steps", None)
+    first = inits[0] if inits else None
+    params = first.get("params") if isinstance(first, dict) else None
+    if not callable(hook) or params is None:
+        return note
+    try:
+        k, why = hook(problem.n, noise_variance(problem), params)
+        k = int(k)
+    except Exception:  # noqa: BLE001 - a tuning hint only: keep the default on any failure
+        return note
+    if k < 0:
+        return note
+    problem.interweave = k
+    msg = f"interweave='auto': {k} non-centred move(s) per iteration ({why})"
+    return f"{note}; {msg}" if note else msg
 
 
 def _compiled_interweave(model) -> bool:
