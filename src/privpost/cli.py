@@ -42,7 +42,11 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version_cal
 
 
 def _fail(message: str, code: int = 1):
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """One line on stderr (not wrapped, length-bounded, the text printed as is) and exit."""
+    from privpost.errors import bounded
+
+    err.print(f"[bold red]error:[/] {escape(bounded(message))}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(code)
 
 
