@@ -22,6 +22,8 @@ METHODS: dict[str, str] = {
     # CliqueMRF on MarginalTables (seed 003 ch. 3); "naive" dispatches there for an MRF too
     "cgm-em": "privpost.inference.mrf_methods:run_cgm_em",
     "mrf-laplace": "privpost.inference.mrf_methods:run_laplace",
+    # a published penalty-MCMC transcript (seed 001): its states are the draws
+    "penalty-mcmc": "privpost.inference.penalty:run",
 }
 
 # seed 002 (compositional data, DPss release sets): see privpost.inference.compositional
@@ -129,6 +131,11 @@ def infer(model, release, method: str = "damcmc", **options):
     """
     from privpost.limits import check_inference
 
+    if (type(release).__name__ == "PenaltyRelease") != (method == "penalty-mcmc"):
+        if method == "penalty-mcmc":
+            get_method(method)(model, release)          # its own error: not a transcript
+        raise IncompatibleError(f"a penalty-MCMC transcript is read by method 'penalty-mcmc' "
+                                f"only (its draws are the chain's states), not {method!r}")
     if getattr(model, "name", None) == "hmm":   # HMM over cells (seed 004 §4-5): own samplers
         from privpost.inference.hmm import run_method
 
