@@ -28,7 +28,7 @@ from fuzz_support import (CSV_COMMANDS, any_kind_doc_strategy, assert_clean_cli,
                           document_cli_args, fuzz_settings, release_csv, release_csv_args,
                           released_n, valid_kind_docs, watchdog)
 
-FAST_DOCS, FAST_CLI, FAST_CSV = 300, 40, 45
+FAST_DOCS, FAST_CLI, FAST_CSV = 300, 80, 90
 SLOW_DOCS, SLOW_CLI, SLOW_CSV = 3000, 400, 450
 
 runner = CliRunner()

@@ -650,10 +650,21 @@ def test_a_blank_line_in_a_one_column_csv_is_not_a_dropped_record(tmp_path):
     path.write_text("y\n1\n0\n\n1\n0\n")
     res = runner.invoke(app, _csv_cmd("penalty", path, tmp_path / "out.json"))
     assert "column 'y', row 3 is empty" in _one_line_error(res)
-    path.write_text("y\n1\n0\n1\n0\n\n\n")      # blank lines after the last record: ignored
+    path.write_text("y\n1\n0\n1\n0\n \n")    # at the end too: it may be an empty value
+    res = runner.invoke(app, _csv_cmd("penalty", path, tmp_path / "out.json"))
+    assert "column 'y', row 5 is empty" in _one_line_error(res)
+    path.write_text("y\n1\n0\n1\n0\n")         # the last line's terminator is no blank line
     res = runner.invoke(app, _csv_cmd("penalty", path, tmp_path / "out.json"))
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "out.json").read_text())["n"] == 4
+    cells = tmp_path / "cells.csv"        # several columns: trailing blank lines are no records
+    cells.write_text("region,time,kind\nA,1,x\nB,1,y\nA,2,x\n\n  \n")
+    res = runner.invoke(app, _csv_cmd("release-cells", cells, tmp_path / "out.json"))
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "out.json").read_text())["n"] == 3
+    cells.write_text("region,time,kind\nA,1,x\n\nB,1,y\nA,2,x\n")   # inside: refused
+    res = runner.invoke(app, _csv_cmd("release-cells", cells, tmp_path / "out.json"))
+    assert "column 'region', row 2 is empty" in _one_line_error(res)
 
 
 def test_error_messages_never_echo_megabytes_of_input(tmp_path):

@@ -5,7 +5,9 @@
 ``max_columns`` columns or a column name longer than ``max_cell_chars`` characters, and after
 when a cell of the columns read is longer than ``max_cell_chars`` (see :mod:`privpost.limits`);
 a blank line between records is a record with empty cells (refused by the callers, never
-skipped: it would change n silently); blank lines at the end of the file are ignored.
+skipped: it would change n silently); blank lines at the end of a file of several columns are
+ignored (in a one-column file a blank line is also what an empty value looks like, so it is a
+record there, wherever it is).
 """
 
 from __future__ import annotations
@@ -134,7 +136,9 @@ def read_table(path: str | Path, columns: Sequence[str] | None = None, *,
         if dupes:
             raise DataError(f"{path}: duplicate column name(s) in the header (pandas renamed "
                             f"them {', '.join(map(repr, dupes))}); each column must appear once")
-        blank = _trailing_blank_lines(path) if len(frame) else 0
+        # trailing blank lines are not records -- except in a one-column file, where a blank
+        # line is also what an empty value looks like: there it is refused like any other
+        blank = _trailing_blank_lines(path) if len(frame) and frame.shape[1] > 1 else 0
         if blank:
             empty = frame.isna().all(axis=1).to_numpy()[::-1]
             drop = min(blank, int(np.argmin(empty)) if not empty.all() else len(empty))
