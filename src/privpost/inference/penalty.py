@@ -586,7 +586,14 @@ def run(model, release, *, warmup: int | None = None, seed=None, progress: bool 
     if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer))):
         raise PrivpostError(f"warmup must be an integer in 0..{release.iterations - 1}, got "
                             f"{warmup!r}")
-    return release.posterior(warmup)
+    from privpost.diagnostics import flag
+
+    post = release.posterior(warmup)
+    post.method = "penalty-mcmc"
+    flag(post, advice="the transcript's length was fixed by the curator's privacy budget (a "
+                      "larger budget, more data or the expfam variant give a longer chain); a "
+                      "smaller warmup= keeps more of it")
+    return post
 
 
 @dataclass
