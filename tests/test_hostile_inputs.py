@@ -687,3 +687,16 @@ def test_error_messages_never_echo_megabytes_of_input(tmp_path):
     res = runner.invoke(app, _csv_cmd("penalty", csv, tmp_path / "out.json"))
     line = _one_line_error(res)
     assert "missing column(s) 'y'" in line and len(line) <= MAX_MESSAGE + 100
+
+
+def test_transcript_model_with_hostile_hyperparameters_is_refused():
+    """Found by the fuzz campaign: a model type that is a list (TypeError: unhashable), an
+    'upper' of 10^400 (OverflowError in positive_float), a boolean hyperparameter."""
+    from privpost.inference.penalty import PenaltyRelease
+
+    _, doc = _transcript()
+    for model in ({"type": [1.0, 2.0], "a": 1.0, "b": 1.0},
+                  {"type": "poisson-log", "shape": 2.0, "rate": 1.0, "upper": 10 ** 400},
+                  {"type": "bernoulli-logit", "a": True, "b": 1.0}):
+        with pytest.raises(ReleaseError, match=r"^model"):
+            PenaltyRelease.from_dict(dict(doc, model=model))

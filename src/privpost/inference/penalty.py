@@ -240,13 +240,21 @@ def run_chain(model, records, *, h, sigma, k, seed=None, owners=None, variant="g
 # ------------------------------------------------------------------------------ release document
 
 def _rebuild_model(d) -> PenaltyModel:
-    if not isinstance(d, dict) or d.get("type") not in PENALTY_MODELS:
+    if not isinstance(d, dict) or not isinstance(d.get("type"), str) \
+            or d["type"] not in PENALTY_MODELS:
         raise ReleaseError("model", f"must be a penalty model, one of {sorted(PENALTY_MODELS)}")
     kw = {k: v for k, v in d.items() if k != "type"}
+    flags = [k for k, v in kw.items() if isinstance(v, bool)]
+    if flags:
+        raise ReleaseError(f"model.{flags[0]}", "must be a number, not true / false")
     try:
-        return PENALTY_MODELS[d["type"]](**kw)
-    except (TypeError, PrivpostError) as exc:
+        model = PENALTY_MODELS[d["type"]](**kw)
+    except (TypeError, ValueError, OverflowError) as exc:   # PrivpostError is a ValueError
         raise ReleaseError("model", str(exc)) from None
+    if model.to_dict() != d:         # every hyperparameter as stated (e.g. no bool for a number)
+        raise ReleaseError("model", f"{json.dumps(d)[:200]} is not stated as the model reads "
+                           f"it ({json.dumps(model.to_dict())[:200]})")
+    return model
 
 
 def _sensitivity(model, variant, h, clip):
