@@ -700,3 +700,8 @@ def test_transcript_model_with_hostile_hyperparameters_is_refused():
                   {"type": "bernoulli-logit", "a": True, "b": 1.0}):
         with pytest.raises(ReleaseError, match=r"^model"):
             PenaltyRelease.from_dict(dict(doc, model=model))
+    for name in ("states", "proposals", "released"):    # (the 10,000-input campaign's one)
+        bad = json.loads(json.dumps(doc))
+        bad[name][1][0] = -10 ** 400
+        with pytest.raises(ReleaseError, match=rf"^{name}: must be a list of lists"):
+            PenaltyRelease.from_dict(bad)

@@ -411,8 +411,8 @@ class PenaltyRelease:
         for name in ("states", "proposals", "released"):
             try:
                 a = np.asarray(getattr(self, name), dtype=float)
-            except (TypeError, ValueError):
-                raise ReleaseError(name, "must be a list of lists of numbers") from None
+            except (TypeError, ValueError, OverflowError):   # 10^400: beyond the float range
+                raise ReleaseError(name, "must be a list of lists of (finite) numbers") from None
             if a.ndim != 2 or not np.all(np.isfinite(a)):
                 raise ReleaseError(name, "must be a finite two-dimensional array")
             arrs[name] = a
