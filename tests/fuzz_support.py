@@ -438,7 +438,10 @@ def release_csv(draw, command: str):
         rows.insert(at, draw(st.sampled_from(["", "   ", "\t"])))
         interior_blank = at > 0 or len(rows) > 1
     text = "\n".join([",".join(header)] + rows)
-    text += draw(st.sampled_from(["", "\n", "\n", "\n\n", "\n  \n"]))
+    tail = draw(st.sampled_from(["", "\n", "\n", "\n\n", "\n  \n"]))
+    if rows and rows[-1] == "" and tail == "":
+        records -= 1      # an empty last row with nothing after it is no line of the file
+    text += tail
     kind = draw(st.sampled_from(["plain"] * 4 + ["bom", "crlf"]))
     if kind == "crlf":
         text = text.replace("\n", "\r\n")
