@@ -42,7 +42,11 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version_cal
 
 
 def _fail(message: str, code: int = 1):
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """One line on stderr (not wrapped, length-bounded, the text printed as is) and exit."""
+    from privpost.errors import bounded
+
+    err.print(f"[bold red]error:[/] {escape(bounded(message))}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -847,9 +851,9 @@ def penalty_cmd(
     records = read_records(data, list(column))
     owners = None
     if owner_column is not None:
-        import pandas as pd
-        frame = pd.read_parquet(data) if data.suffix.lower() in (".parquet", ".pq") else \
-            pd.read_csv(data, skipinitialspace=True)
+        from privpost.io import read_table
+
+        frame = read_table(data, [owner_column])     # the same limits as read_records
         if owner_column not in frame.columns:
             raise PrivpostError(f"--owner-column: {data} has no column {owner_column!r}")
         owners = frame[owner_column].astype(str).to_numpy()

@@ -733,6 +733,8 @@ def _worker(model, release, opts, chain_ids, rngs, inits):
     rnd = 0
     while True:
         _round_robin(chains, report, stopped)
+        if shared[stop_at] == _STOP_TIME:    # time budget spent: at least 4 draws per chain
+            _cut_warmup(chains)
         if not opts.get("auto") or stopped():
             break
         # run until converged: hand this round's draws to the parent, wait for its decision
@@ -746,7 +748,38 @@ def _worker(model, release, opts, chain_ids, rngs, inits):
             break
         for ch in chains:
             ch.extend(extra)
-    return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains]
+    return [_chain_result(ch) for ch in chains]
+
+
+#: value of the workers' stop flag when the parent stops them because the time budget is spent
+#: (1: an error or Ctrl-C); the workers then cut the warm-up (:func:`_cut_warmup`)
+_STOP_TIME = 2
+
+
+def _cut_warmup(chains) -> None:
+    """The time budget ran out before every chain kept 4 draws (in the warm-up, typically): as
+    :func:`privpost.inference._until.run_rounds`, cut each chain's warm-up where it is and make
+    4 draws per chain (``4 * thin`` iterations), so that the diagnostics can say how far from
+    converged the run is instead of returning an empty posterior. A chain whose warm-up was cut
+    records the iteration in ``warm_cut``."""
+    for ch in chains:
+        if ch.n_stored >= 4:
+            continue
+        if ch.it < ch.warmup:
+            ch.warm_cut = ch.it
+            ch.warmup = ch.it
+            ch.total = ch.warmup + ch.draws * ch.thin
+        need = ch.warmup + 4 * ch.thin - ch.it
+        if need > 0:
+            ch.advance(need)
+
+
+def _chain_result(ch) -> tuple:
+    """``(chain id, result dict, max drift)`` of a finished chain; the result also holds
+    ``warm_cut`` (the iteration where a spent time budget cut the warm-up, or None)."""
+    res = ch.result()
+    res["warm_cut"] = getattr(ch, "warm_cut", None)
+    return ch.chain, res, getattr(ch, "max_drift", 0.0)
 
 
 def _mp_context():
@@ -1094,15 +1127,18 @@ def _run_here(problem, fast, rngs, inits, opts, total, progress, plan=None):
                     break
         except KeyboardInterrupt:
             interrupted = True
-    return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains], interrupted
+    return [_chain_result(ch) for ch in chains], interrupted
 
 
 def _next_round(plan, chains, names, bar) -> bool:
     """After a round of ``chains`` (all in this process): with a run-until-converged ``plan``,
     decide from every chain's draws; if more are needed extend each chain, move the progress
-    bar to the new round and return True. False: the run is over (no plan, or it stops)."""
+    bar to the new round and return True. False: the run is over (no plan, or it stops).
+    A spent time budget first makes sure of 4 draws per chain (:func:`_cut_warmup`)."""
     if plan is None:
         return False
+    if plan.out_of_time():
+        _cut_warmup(chains)
     extra = plan.decide([ch.result() for ch in chains], names)
     if extra <= 0:
         return False
@@ -1177,7 +1213,7 @@ class _PoolRounds:
             return
         if plan.out_of_time() and not self.shared[self.n_chains]:
             self.out_of_time = True
-            self.shared[self.n_chains] = 1
+            self.shared[self.n_chains] = _STOP_TIME
         while True:
             try:
                 msg = self.queue.get_nowait()
@@ -1233,8 +1269,14 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed, star
     if start_note:
         notes.append(start_note)
     if plan is not None:
-        if plan.reason is None and plan.out_of_time():
+        if (plan.reason is None or plan.reason.startswith("interrupted")) and \
+                plan.out_of_time():
             plan.reason = f"time budget of {plan.max_seconds:g} s spent"
+        cuts = [r["warm_cut"] for r in res if r.get("warm_cut") is not None]
+        if cuts and (plan.reason or "").startswith("time budget"):
+            plan.reason += (f" during the warm-up: it was cut at {min(cuts)}-{max(cuts)} of "
+                            f"{opts['warmup']} iterations per chain, then 4 draws per chain "
+                            "were made")
         notes.append(plan.note(length))
     eps = _pure_epsilon(p.release)
     if eps is not None and length and p.proposal is None:
