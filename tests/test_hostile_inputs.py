@@ -665,11 +665,11 @@ def test_a_blank_line_in_a_one_column_csv_is_not_a_dropped_record(tmp_path):
     assert json.loads((tmp_path / "out.json").read_text())["n"] == 4
     cells = tmp_path / "cells.csv"        # several columns: trailing blank lines are no records
     cells.write_text("region,time,kind\nA,1,x\nB,1,y\nA,2,x\n\n  \n")
-    res = runner.invoke(app, _csv_cmd("release-cells", cells, tmp_path / "out.json"))
+    res = runner.invoke(app, _csv_cmd("release-cells", cells, tmp_path / "cells.json"))
     assert res.exit_code == 0, res.output
-    assert json.loads((tmp_path / "out.json").read_text())["n"] == 3
+    assert json.loads((tmp_path / "cells.json").read_text())["n"] == 3
     cells.write_text("region,time,kind\nA,1,x\n\nB,1,y\nA,2,x\n")   # inside: refused
-    res = runner.invoke(app, _csv_cmd("release-cells", cells, tmp_path / "out.json"))
+    res = runner.invoke(app, _csv_cmd("release-cells", cells, tmp_path / "cells2.json"))
     assert "column 'region', row 2 is empty" in _one_line_error(res)
 
 
