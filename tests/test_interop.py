@@ -13,6 +13,7 @@ library is not installed (``pip install 'privpost[interop]'``; ``make test`` ins
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import subprocess
@@ -37,10 +38,21 @@ def _ess(x) -> float:
 # OpenDP (Polars)
 # ============================================================================================
 
-def _opendp_release(loss, unit="contributions", n=200, seed=0, y=True):
-    dp = pytest.importorskip("opendp.prelude")
-    pl = pytest.importorskip("polars")
+def _opendp_release(loss: tuple, unit="contributions", n=200, seed=0, y=True):
+    """(measurement, released frame, summary) of a real OpenDP Polars release; ``loss`` is
+    ``("epsilon", 1.0)`` or ``("rho", 0.5)``. Cached: an OpenDP Polars release takes seconds."""
+    pytest.importorskip("opendp.prelude")
+    pytest.importorskip("polars")
+    return _opendp_release_cached(loss, unit, n, seed, y)
+
+
+@functools.lru_cache(maxsize=8)
+def _opendp_release_cached(loss, unit, n, seed, y):
+    import opendp.prelude as dp
+    import polars as pl
+
     dp.enable_features("contrib")
+    loss = dp.loss_of(**{loss[0]: loss[1]})
     rng = np.random.default_rng(seed)
     frame = {"x": rng.integers(0, 2, n).astype(np.int64)}
     if y:
@@ -62,7 +74,7 @@ def test_opendp_scale_and_privacy_are_the_library_statements(kind):
     dp = pytest.importorskip("opendp.prelude")
     from privpost.interop import from_opendp
 
-    loss = dp.loss_of(rho=0.5) if kind == "rho" else dp.loss_of(epsilon=1.0)
+    loss = ("rho", 0.5) if kind == "rho" else ("epsilon", 1.0)
     unit = "changes" if kind == "changes" else "contributions"
     meas, released, summary = _opendp_release(loss, unit)
     rs = from_opendp(meas, released, n=200, bounds={"x": (0, 1), "y": (0, 10)})
@@ -85,7 +97,7 @@ def test_opendp_refuses_wrong_or_missing_bounds_and_other_aggregates():
     pl = pytest.importorskip("polars")
     from privpost.interop import from_opendp
 
-    meas, released, _ = _opendp_release(dp.loss_of(epsilon=1.0))
+    meas, released, _ = _opendp_release(("epsilon", 1.0))
     with pytest.raises(PrivpostError, match="bounds"):          # Δ 5 instead of OpenDP's 10
         from_opendp(meas, released, n=200, bounds={"x": (0, 1), "y": (0, 5)})
     with pytest.raises(PrivpostError, match=r"bounds\['y'\]: missing"):
@@ -119,7 +131,7 @@ def test_opendp_posterior_matches_exact_quadrature_and_ignoring_noise_fails():
     from privpost.interop import from_opendp
 
     n = 150
-    meas, released, summary = _opendp_release(dp.loss_of(epsilon=0.2), n=n, seed=SEED, y=False)
+    meas, released, summary = _opendp_release(("epsilon", 0.2), n=n, seed=SEED, y=False)
     t = summary.to_dicts()[0]["scale"]
     assert t == 5.0                                    # Δ = 1, ε = 0.2
     rel = from_opendp(meas, released, n=n, bounds={"x": (0, 1)})
