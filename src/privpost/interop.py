@@ -295,7 +295,12 @@ def from_pipelinedp(result, params, *, partitions: Sequence, n: int, metric: str
             raise PrivpostError(f"params.{name}: {v!r}; only 1 is supported (each privacy "
                                 "unit is then one record of the released query)")
     rows = {}
-    for item in result:
+    try:
+        items = list(result)
+    except TypeError:
+        raise PrivpostError(f"result: must be the (partition, MetricsTuple) pairs that "
+                            f"DPEngine.aggregate returned, got {type(result).__name__}") from None
+    for item in items:
         try:
             key, tup = item
         except (TypeError, ValueError):
