@@ -104,6 +104,10 @@ def test_opendp_refuses_wrong_or_missing_bounds_and_other_aggregates():
         from_opendp(meas, released, n=200, bounds={"x": (0, 1)})
     with pytest.raises(PrivpostError, match="columns"):
         from_opendp(meas, released, n=200, bounds={"x": (0, 1), "y": (0, 10)}, columns=["z"])
+    one = from_opendp(meas, released, n=200, bounds={"x": (0, 1), "y": (0, 10)}, columns=["x"])
+    assert one.query.columns == ("x",) and one.mechanism.name == "discrete_laplace"
+    with pytest.raises(PrivpostError, match="bounds"):   # checked on all columns even so
+        from_opendp(meas, released, n=200, bounds={"x": (0, 1), "y": (0, 5)}, columns=["x"])
     with pytest.raises(PrivpostError, match="n:"):
         from_opendp(meas, released, n=0, bounds={"x": (0, 1), "y": (0, 10)})
     with pytest.raises(PrivpostError, match="d_in"):
