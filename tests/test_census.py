@@ -46,6 +46,10 @@ def test_layout_gives_a_discrete_gaussian_histogram_with_rho_one_over_two_sigma2
     assert rel.neighbours == "add-remove"
     assert rel.privacy.rho == pytest.approx(1 / (2 * 2.0), rel=1e-12)   # ρ = 1/(2σ²)
     assert list(rel.observed) == [30, 21, 25, 26]
+    # bounded (replace-one) neighbours: L2 sensitivity √2, ρ = 1/σ²; the same noise law
+    bounded = census_from_dict(_doc(neighbours="replace"))
+    assert bounded.privacy.rho == pytest.approx(1 / 2.0, rel=1e-12)
+    assert bounded.mechanism.scale == rel.mechanism.scale
     # rho instead of the variance: σ² = 1/(2ρ); both given must agree
     q = _doc()["queries"][0]
     del q["variance"]

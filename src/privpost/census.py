@@ -44,6 +44,12 @@ queries on the same persons are several releases (a :class:`~privpost.release.Re
 
 Coordinates are labelled ``count[<query>=<geocode>:<cell>]``.
 
+**Neighbour relation.** σ² = 1/(2ρ) is the zCDP statement under add/remove neighbours (L2
+sensitivity 1), the layout's default. The Bureau describes its 2020 files as calibrated to zCDP
+with *bounded* (replace-one) neighbours; a file with ``"neighbours": "replace"`` (and a
+``variance``) has privpost state the guarantee under that relation: a histogram's L2 sensitivity
+is then √2, so ρ = 1/σ². The posterior is the same either way -- only σ enters the likelihood.
+
 ``variance`` is the σ² *parameter* of the discrete Gaussian, which is what σ² = 1/(2ρ) gives
 and what the Bureau's files state; the actual variance of that law is below σ² by a relative
 2e-7 at σ = 1 and 14 % at σ = 0.5, so a file that stated the law's actual variance instead would
