@@ -1,7 +1,8 @@
 """Census-scale study (issue 21 item 4): a table of counts over regions x categories of a large
 population, each region's table released with the discrete Gaussian mechanism at a stated rho;
 coverage of the 90% intervals of every region's category proportions by count-level ``damcmc``
-(exact), the naive plug-in and ``gibbs-ss`` (CLT), over replicates.
+(exact), the naive plug-in and ``gibbs-ss`` (CLT), over replicates. ``--draws 0``: damcmc's
+default (run until converged).
 
     python -m privpost.experiments.census_study --replicates 200 --regions 50 \\
         [--gibbs-replicates 40] [--population 3e8] [--categories 6] [--rho 1e-5] [--seed 2021]
@@ -74,7 +75,7 @@ def main(argv=None):
                 if m == "gibbs-ss" and rep >= a.gibbs_replicates:
                     continue
                 opts = dict(seed=int(rng.integers(2 ** 31)), progress=False)
-                if m == "damcmc":
+                if m == "damcmc" and a.draws > 0:
                     opts.update(draws=a.draws, warmup=a.warmup, chains=a.chains)
                 t0 = time.perf_counter()
                 post = pp.infer(model, rel, method=m, **opts)
@@ -99,7 +100,9 @@ def _report(a, sizes, mech, latent, worst_ess, worst_rhat, cover, width, secs, m
     print(f"\n{G} regions of {sizes.min()}-{sizes.max()} people (total {sizes.sum()}), "
           f"K = {K}, discrete Gaussian rho = {a.rho:g} per region table (sigma = {sigma:.4g}); "
           f"damcmc latent: {sorted(latent)}, worst ESS {worst_ess:.0f}, worst R-hat "
-          f"{worst_rhat:.4f} ({a.chains} chains x {a.draws} draws, warm-up {a.warmup})\n")
+          f"{worst_rhat:.4f} ("
+          + (f"{a.chains} chains x {a.draws} draws, warm-up {a.warmup}" if a.draws > 0 else
+             "default run until converged") + ")\n")
     hdr = "| method | fits | " + " | ".join(f"p[{k}]" for k in range(K)) + \
         " | all | mean width | s / fit |"
     print(hdr)
