@@ -86,7 +86,7 @@ def _mcse_z(samples, exact):
     x = np.asarray(samples, dtype=float)
     if np.ptp(x) == 0:
         return 0.0 if x.flat[0] == exact else np.inf
-    ess = float(az.ess(x))
+    ess = float(az.ess(np.atleast_2d(x)))
     se = x.std(ddof=1) / np.sqrt(ess)
     return (x.mean() - exact) / se
 

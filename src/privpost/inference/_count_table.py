@@ -42,11 +42,16 @@ from numba import njit
 from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_moves import _lgamma_diff, pair_move
+from privpost.inference._damcmc_fast import _iw_adapt
 from privpost.inference._kernels import weights_for
 
 __all__ = ["CountTable", "Coordinates", "pair_sweep", "residuals", "log_eta", "shift_log_ratio",
            "data_table", "project_simplex_int"]
 
+
+#: The residual-shift move adapts a dense ``dim x dim`` proposal covariance; tables with more free
+#: cells (``J`` minus the number of groups) run without it (stated in the notes).
+MAX_SHIFT_DIM = 400
 
 # ============================================================================================
 # compiled pieces
@@ -166,47 +171,197 @@ def shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord, cell_coef, s, w,
     return out
 
 
+@njit(cache=True, nogil=True)
+def _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng):
+    """``p_g ~ Dirichlet(alpha_g + c_g)`` in every group (gamma normalisation); ``lp = log p``."""
+    for g in range(grp_ptr.shape[0] - 1):
+        tot = 0.0
+        for q in range(grp_ptr[g], grp_ptr[g + 1]):
+            j = grp_cells[q]
+            x = rng.standard_gamma(alpha[j] + c[j])
+            p[j] = x
+            tot += x
+        for q in range(grp_ptr[g], grp_ptr[g + 1]):
+            j = grp_cells[q]
+            p[j] = p[j] / tot
+            lp[j] = math.log(p[j]) if p[j] > 0.0 else -np.inf
+
+
+@njit(cache=True, nogil=True)
+def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, totals, n_pairs, n_shift,
+                         eligible, cell_grp, grp_ptr, grp_cells, last, cell_ptr, cell_coord,
+                         cell_coef, s, w, l2, log_const, r, r_new, b_idx, b_r, b_v, b_w, b_l2,
+                         c_new, p_new, lp_new, v, vp, z, iw_f, iw_i, mean, m2, chol, counts,
+                         out_p, out_log_eta, rng):
+    """``n_iter`` iterations of the count-table chain (module docstring) for Dirichlet priors on
+    the groups' cell probabilities (``alpha`` (J,)), entirely compiled: pair sweep, the
+    conjugate draw ``p_g ~ Dirichlet(alpha_g + c_g)``, ``n_shift`` residual-shift moves in the
+    additive log-ratio coordinates ``v_j = log(p_j / p_last(g))`` (the cells but the last of
+    each group; ``dim = J - G``), whose target density is ``prod_j p_j^alpha_j`` (the Dirichlet
+    density times the Jacobian ``prod_j p_j``). The proposal ``v' = v + e^{iw_f[0]} chol z``
+    adapts (``_damcmc_fast._iw_adapt``) while ``adapting``. With ``keep``, row ``t`` of
+    ``out_p`` (n_iter, J) / ``out_log_eta`` (n_iter,) gets the state after iteration ``t``.
+    ``counts``: [shift proposals, shift acceptances] after the warm-up (updated)."""
+    J = c.shape[0]
+    G = grp_ptr.shape[0] - 1
+    dim = v.shape[0]
+    for t in range(n_iter):
+        pair_sweep(c, lp, n_pairs, eligible, cell_grp, grp_ptr, grp_cells, cell_ptr,
+                   cell_coord, cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w, b_l2, rng)
+        _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng)
+        if n_shift > 0 and dim > 0:
+            # free coordinates and log target at the current p
+            ok = True
+            for j in range(J):
+                if not lp[j] > -np.inf:
+                    ok = False
+            if ok:
+                lt = 0.0
+                for j in range(J):
+                    lt += alpha[j] * lp[j]
+                q = 0
+                for g in range(G):
+                    lj = lp[last[g]]
+                    for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                        j = grp_cells[k]
+                        if j != last[g]:
+                            v[q] = lp[j] - lj
+                            q += 1
+                for _ in range(n_shift):
+                    for a in range(dim):
+                        z[a] = rng.standard_normal()
+                    log_u = math.log1p(-rng.random())
+                    sc = math.exp(iw_f[0])
+                    for a in range(dim):
+                        acc = 0.0
+                        for b in range(a + 1):
+                            acc += chol[a, b] * z[b]
+                        vp[a] = v[a] + sc * acc
+                    # p' = softmax([v', 0]) per group
+                    q = 0
+                    okp = True
+                    for g in range(G):
+                        mx = 0.0
+                        q0 = q
+                        for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                            if grp_cells[k] != last[g]:
+                                if vp[q] > mx:
+                                    mx = vp[q]
+                                q += 1
+                        tot = math.exp(-mx)
+                        q = q0
+                        for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                            if grp_cells[k] != last[g]:
+                                tot += math.exp(vp[q] - mx)
+                                q += 1
+                        lt_ = math.log(tot) + mx
+                        q = q0
+                        for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                            j = grp_cells[k]
+                            if j != last[g]:
+                                lp_new[j] = vp[q] - lt_
+                                q += 1
+                            else:
+                                lp_new[j] = -lt_
+                        for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                            j = grp_cells[k]
+                            p_new[j] = math.exp(lp_new[j])
+                            if not p_new[j] > 0.0:
+                                okp = False
+                    alpha_acc = 0.0
+                    if okp:
+                        ltp = 0.0
+                        for j in range(J):
+                            ltp += alpha[j] * lp_new[j]
+                        # the table moved with theta: residuals fixed off the last cells
+                        for g in range(G):
+                            rest = 0.0
+                            for k in range(grp_ptr[g], grp_ptr[g + 1]):
+                                j = grp_cells[k]
+                                if j != last[g]:
+                                    c_new[j] = c[j] + (np.floor(totals[g] * p_new[j] + 0.5)
+                                                       - np.floor(totals[g] * p[j] + 0.5))
+                                    rest += c_new[j]
+                            c_new[last[g]] = totals[g] - rest
+                        la = shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord,
+                                             cell_coef, s, w, l2, r, r_new) + ltp - lt
+                        if la != la:
+                            la = -np.inf
+                        alpha_acc = 1.0 if la >= 0.0 else math.exp(la)
+                        if log_u < la:
+                            for j in range(J):
+                                c[j] = c_new[j]
+                                p[j] = p_new[j]
+                                lp[j] = lp_new[j]
+                            for a in range(dim):
+                                v[a] = vp[a]
+                            lt = ltp
+                            if not adapting:
+                                counts[1] += 1
+                    if adapting:
+                        _iw_adapt(v, alpha_acc, iw_f, iw_i, mean, m2, chol)
+                    else:
+                        counts[0] += 1
+        if keep:
+            for j in range(J):
+                out_p[t, j] = p[j]
+            residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
+            out_log_eta[t] = log_const + log_eta(r, w, l2)
+
+
 # ============================================================================================
 # the released coordinates
 # ============================================================================================
 
 class Coordinates:
     """The ``d`` released coordinates of a table: ``s`` (d,), kernel weights ``w`` (d,), kernel
-    family ``l2`` (d,) bool, noise scales ``scale`` (d,), and ``A`` (d, J) dense float64.
+    family ``l2`` (d,) bool, noise scales ``scale`` (d,), ``A`` (d, J) (given dense or
+    ``scipy.sparse``; stored as a CSC matrix: column ``j`` = cell ``j``) and
+    ``log_const``, the noise densities' log normalising constant (``log eta(s | A c) =
+    log_const + log_eta(s - A c)``).
 
     Build with :meth:`from_releases` from releases of the same table, each with its own ``A``
     block (rows stacked in the releases' order)."""
 
-    def __init__(self, A, s, scale, l2):
-        self.A = np.ascontiguousarray(A, dtype=np.float64)
+    def __init__(self, A, s, scale, l2, log_const: float = 0.0):
+        from scipy import sparse
+
+        self.A = sparse.csc_matrix(A, dtype=np.float64)
+        self.A.eliminate_zeros()
+        self.A.sort_indices()
         self.s = np.ascontiguousarray(s, dtype=np.float64)
         self.scale = np.ascontiguousarray(scale, dtype=np.float64)
         self.l2 = np.ascontiguousarray(l2, dtype=np.bool_)
         d = self.s.shape[0]
-        if self.A.ndim != 2 or self.A.shape[0] != d or self.scale.shape != (d,) or \
+        if self.A.shape[0] != d or self.scale.shape != (d,) or \
                 self.l2.shape != (d,):
             raise PrivpostError(f"count table: A must be (d, J) with d = {d} released values")
         self.w = np.array([weights_for("l2" if b else "l1", sc, 1)[0]
                            for b, sc in zip(self.l2, self.scale)], dtype=np.float64)
+        self.log_const = float(log_const)
 
     @classmethod
     def from_releases(cls, releases, blocks):
         """``releases``: list of :class:`privpost.Release` (additive mechanisms with a kernel);
-        ``blocks``: one ``(d_r, J)`` array per release, its query as a linear map of the
-        table."""
+        ``blocks``: one ``(d_r, J)`` array (dense or sparse) per release, its query as a
+        linear map of the table."""
         A, s, scale, l2 = [], [], [], []
+        log_const = 0.0
         for rel, blk in zip(releases, blocks):
             mech = rel.mechanism
             if getattr(mech, "kernel", None) not in ("l1", "l2") or mech.scale is None:
                 raise PrivpostError(f"count table: mechanism {type(mech).__name__} has no "
                                     "additive l1/l2 kernel")
-            blk = np.asarray(blk, dtype=np.float64)
             obs = np.asarray(rel.observed, dtype=np.float64)
             A.append(blk)
             s.append(obs)
             scale.append(np.broadcast_to(np.asarray(mech.scale, dtype=np.float64), obs.shape))
             l2.append(np.full(obs.shape, mech.kernel == "l2"))
-        return cls(np.vstack(A), np.concatenate(s), np.concatenate(scale), np.concatenate(l2))
+            log_const += float(mech.logpdf(obs, obs))       # the density at zero noise
+        from scipy import sparse
+
+        return cls(sparse.vstack([sparse.csc_matrix(b, dtype=np.float64) for b in A]),
+                   np.concatenate(s), np.concatenate(scale), np.concatenate(l2), log_const)
 
 
 # ============================================================================================
@@ -250,22 +405,25 @@ def data_table(coords: Coordinates, grp_cells: list, totals, rng):
     noise = np.where(coords.l2, rng.standard_normal(s.shape),
                      rng.laplace(0.0, 1.0, s.shape) / math.sqrt(2.0))
     s_star = s + sd * noise
+    from scipy import sparse
+    from scipy.sparse.linalg import lsqr
+
     J = A.shape[1]
-    rows = [A / sd[:, None]]
-    rhs = [s_star / sd]
-    big = 1e3 * max(1.0, float(np.max(np.abs(A / sd[:, None]))) if A.size else 1.0)
-    for cells, tot in zip(grp_cells, totals):
-        row = np.zeros(J)
-        row[cells] = big
-        rows.append(row[None, :])
-        rhs.append(np.array([big * tot]))
-    M = np.vstack(rows)
-    b = np.concatenate(rhs)
+    As = sparse.diags(1.0 / sd) @ A
+    big = 1e3 * max(1.0, float(np.max(np.abs(As.data))) if As.nnz else 1.0)
+    G = sparse.csr_matrix((np.full(J, big), (np.concatenate(
+        [np.full(len(cells), g) for g, cells in enumerate(grp_cells)]),
+        np.concatenate(grp_cells))), shape=(len(grp_cells), J))
+    M = sparse.vstack([As, G]).tocsr()
+    b = np.concatenate([s_star / sd, big * np.asarray(totals, dtype=np.float64)])
     # centre on the uniform table so that cells A does not identify stay near equal shares
     c_ref = np.zeros(J)
     for cells, tot in zip(grp_cells, totals):
         c_ref[cells] = tot / len(cells)
-    sol = np.linalg.lstsq(M, b - M @ c_ref, rcond=None)[0] + c_ref
+    if M.shape[0] * J <= 4_000_000:
+        sol = np.linalg.lstsq(M.toarray(), b - M @ c_ref, rcond=None)[0] + c_ref
+    else:   # large tables: an iterative least-squares start (only a start: it is projected)
+        sol = lsqr(M, b - M @ c_ref, atol=1e-10, btol=1e-10, iter_lim=2000)[0] + c_ref
     c = np.zeros(J)
     for cells, tot in zip(grp_cells, totals):
         c[cells] = project_simplex_int(sol[cells], tot)
@@ -306,14 +464,22 @@ class CountTable(CountLatent):
     table : str
         The posterior note's description of the table and its law.
     n_pairs : int or None
-        Pair moves per iteration (default: ``2 J``, at least 2).
+        Pair moves per iteration (default: ``J``, at least 2).
     n_shift : int
         Residual-shift moves per iteration (default 2; 0: none).
+    dirichlet : tuple ``(alpha, to_params, from_params)`` or None
+        For Dirichlet priors on every group's cell probabilities: ``alpha`` (J,) the prior
+        concentrations (theta is ``p`` (J,), the update ``Dirichlet(alpha_g + c_g)``), and the
+        maps ``to_params(P) -> {name: (k, *shape)}`` from rows ``P`` (k, J) of ``p`` and
+        ``from_params(params) -> p`` (J,). The whole iteration then runs compiled
+        (:func:`dirichlet_iterations`, its non-centred move in additive log-ratio coordinates);
+        ``log_probs``, ``update``, ``log_prior`` and ``free`` still define the same law and
+        serve the start.
     """
 
     def __init__(self, *, names, shapes, groups, totals, coords: Coordinates, log_probs, update,
                  prior_sample, log_prior=None, free=None, table: str = "", n_pairs=None,
-                 n_shift: int = 2):
+                 n_shift: int = 2, dirichlet=None):
         from privpost.limits import check_latent
 
         self.names = list(names)
@@ -336,19 +502,14 @@ class CountTable(CountLatent):
         if free is not None and log_prior is None:
             raise PrivpostError("count table: the residual-shift move needs log_prior")
         self.table = table
-        self.n_pairs = max(2, 2 * J) if n_pairs is None else int(n_pairs)
+        self.stat_names = ("log_eta",)
+        self.n_pairs = max(2, J) if n_pairs is None else int(n_pairs)
         self.n_shift = int(n_shift) if free is not None else 0
         # sparse A by cell
-        A = coords.A
-        ptr, idx, coef = [0], [], []
-        for j in range(J):
-            nz = np.nonzero(A[:, j])[0]
-            idx.extend(nz.tolist())
-            coef.extend(A[nz, j].tolist())
-            ptr.append(len(idx))
-        self.cell_ptr = np.array(ptr, dtype=np.int64)
-        self.cell_coord = np.array(idx, dtype=np.int64)
-        self.cell_coef = np.array(coef, dtype=np.float64)
+        A = coords.A      # CSC: column j = the released coordinates cell j adds to
+        self.cell_ptr = np.ascontiguousarray(A.indptr, dtype=np.int64)
+        self.cell_coord = np.ascontiguousarray(A.indices, dtype=np.int64)
+        self.cell_coef = np.ascontiguousarray(A.data, dtype=np.float64)
         self.cell_grp = np.zeros(J, dtype=np.int64)
         gp, gc = [0], []
         for g, cells in enumerate(self.groups):
@@ -357,13 +518,22 @@ class CountTable(CountLatent):
             gp.append(len(gc))
         self.grp_ptr = np.array(gp, dtype=np.int64)
         self.grp_cells = np.array(gc, dtype=np.int64)
-        self.eligible = np.array([j for j in range(J) if len(self.groups[self.cell_grp[j]]) > 1],
-                                 dtype=np.int64)
+        sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
+        self.eligible = np.flatnonzero(sizes[self.cell_grp] > 1).astype(np.int64)
         nnz = np.diff(self.cell_ptr)
         self.buf = int(2 * nnz.max()) if J else 1
         self.last = np.array([cells[-1] for cells in self.groups], dtype=np.int64)
         self.free_cells = np.ones(J, dtype=bool)
         self.free_cells[self.last] = False
+        free_dim = J - len(self.groups)
+        if free_dim > MAX_SHIFT_DIM:
+            self.n_shift = 0          # the move's dense proposal covariance would not fit
+        self.dirichlet = dirichlet
+        if dirichlet is not None:
+            self.alpha = np.ascontiguousarray(dirichlet[0], dtype=np.float64)
+            if self.alpha.shape != (J,) or not np.all(self.alpha > 0):
+                raise PrivpostError("count table: dirichlet alpha must be (J,) positive")
+            self.n_shift = int(n_shift) if free_dim <= MAX_SHIFT_DIM else 0
 
     # -- pieces used by the chains --------------------------------------------------------
     def start(self, rng, start: str):
@@ -386,11 +556,11 @@ class CountTable(CountLatent):
         return c
 
     def rounded(self, lp):
-        """``round(N_g p_j)`` on every cell (J,)."""
+        """``round(N_g p_j)`` (half up) on every cell (J,)."""
         out = np.zeros(self.J)
         p = np.exp(lp)
         for cells, tot in zip(self.groups, self.totals):
-            out[cells] = np.round(tot * p[cells])
+            out[cells] = np.floor(tot * p[cells] + 0.5)
         return out
 
     def shifted(self, c, lp, lp_new):
@@ -402,6 +572,8 @@ class CountTable(CountLatent):
         return c_new
 
     def chains(self, rngs, start: str) -> list:
+        if self.dirichlet is not None:
+            return [DirichletTableChain(self, rng, start) for rng in rngs]
         return [TableChain(self, rng, start) for rng in rngs]
 
     def extra_notes(self, results: list[dict]) -> list[str]:
@@ -412,8 +584,10 @@ class CountTable(CountLatent):
                          f"{self.n_shift} residual-shift (non-centred) moves per iteration; "
                          f"shift acceptance after warm-up {min(acc):.2f}-{max(acc):.2f}")
         else:
+            why = (f" (no non-centred move: more than {MAX_SHIFT_DIM} free cells)"
+                   if self.J - len(self.groups) > MAX_SHIFT_DIM else "")
             notes.append(f"count table: {self.n_pairs} exact pair moves and the theta update "
-                         "per iteration")
+                         f"per iteration{why}")
         return notes
 
 
@@ -437,7 +611,8 @@ class TableChain:
         self.b_l2 = np.zeros(b, dtype=np.bool_)
         self.done = 0
         self.n_stored = 0
-        self._blocks = {nm: [] for nm in law.names}
+        self._blocks = {nm: [] for nm in list(law.names) + ["log_eta"]}
+        self._shapes = {**law.shapes, "log_eta": ()}
         self.iw = None
         if law.n_shift:
             v = np.asarray(law.free[0](self.params), dtype=np.float64)
@@ -496,26 +671,105 @@ class TableChain:
         if k <= 0:
             return
         law = self.law
+        co = law.coords
         if keep:
             out = {nm: np.empty((k,) + law.shapes[nm]) for nm in law.names}
+            out["log_eta"] = np.empty(k)
         for t in range(k):
             self._iterate(adapting=not keep)
             if keep:
                 for nm in law.names:
                     out[nm][t] = self.params[nm]
+                residuals(self.c, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, self.r)
+                out["log_eta"][t] = co.log_const + log_eta(self.r, co.w, co.l2)
             self.done += 1
             if progress is not None:
                 progress(self.done - 1)
         if keep:
-            for nm in law.names:
+            for nm in out:
                 self._blocks[nm].append(out[nm])
             self.n_stored += k
 
     def result(self) -> dict:
-        res = {nm: (np.concatenate(b) if b else np.empty((0,) + self.law.shapes[nm]))
+        res = {nm: (np.concatenate(b) if b else np.empty((0,) + self._shapes[nm]))
                for nm, b in self._blocks.items()}
         if any(len(b) > 1 for b in self._blocks.values()):
             self._blocks = {nm: [res[nm]] for nm in res}
+        res["n_stored"] = self.n_stored
+        res["shift_accept"] = (self.shift_acc / self.shift_prop) if self.shift_prop else math.nan
+        return res
+
+
+class DirichletTableChain(TableChain):
+    """A :class:`TableChain` whose iterations run compiled (:func:`dirichlet_iterations`):
+    Dirichlet priors on the groups' cell probabilities (``law.dirichlet``)."""
+
+    def __init__(self, law: CountTable, rng, start: str):
+        self.law, self.rng = law, rng
+        params, c = law.start(rng, start)
+        J = law.J
+        self.c = np.ascontiguousarray(c, dtype=np.float64)
+        self.p = np.ascontiguousarray(law.dirichlet[2](params), dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            self.lp = np.log(self.p)
+        d = law.coords.s.shape[0]
+        self.r, self.r_new = np.zeros(d), np.zeros(d)
+        b = max(law.buf, 1)
+        self.b_idx = np.zeros(b, dtype=np.int64)
+        self.b_r, self.b_v, self.b_w = np.zeros(b), np.zeros(b), np.zeros(b)
+        self.b_l2 = np.zeros(b, dtype=np.bool_)
+        self.c_new, self.p_new, self.lp_new = np.zeros(J), np.zeros(J), np.zeros(J)
+        dim = J - len(law.groups) if law.n_shift else 0     # no move: no proposal state
+        self.v, self.vp, self.z = np.zeros(dim), np.zeros(dim), np.zeros(dim)
+        # the compiled _IWState (same start and targets as damcmc._IWState)
+        self.iw_f = np.array([math.log(0.1), 0.44 if dim == 1 else 0.3])
+        self.iw_i = np.zeros(4, dtype=np.int64)
+        self.mean, self.m2, self.chol = np.zeros(dim), np.zeros((dim, dim)), np.eye(dim)
+        self.counts = np.zeros(2, dtype=np.int64)
+        self.done = 0
+        self.n_stored = 0
+        self._blocks = {"p": [], "log_eta": []}
+        self.iw = None
+
+    @property
+    def shift_prop(self):
+        return int(self.counts[0])
+
+    @property
+    def shift_acc(self):
+        return int(self.counts[1])
+
+    def run(self, k: int, keep: bool, progress=None) -> None:
+        k = int(k)
+        if k <= 0:
+            return
+        law, co = self.law, self.law.coords
+        out_p = np.empty((k if keep else 0, law.J))
+        out_le = np.empty(k if keep else 0)
+        dirichlet_iterations(
+            k, keep, not keep, self.c, self.p, self.lp, law.alpha, law.totals, law.n_pairs,
+            law.n_shift, law.eligible, law.cell_grp, law.grp_ptr, law.grp_cells, law.last,
+            law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2, co.log_const,
+            self.r, self.r_new, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2,
+            self.c_new, self.p_new, self.lp_new, self.v, self.vp, self.z, self.iw_f, self.iw_i,
+            self.mean, self.m2, self.chol, self.counts, out_p, out_le, self.rng)
+        self.done += k
+        if progress is not None:
+            progress(self.done - 1)
+        if keep:
+            self._blocks["p"].append(out_p)
+            self._blocks["log_eta"].append(out_le)
+            self.n_stored += k
+
+    def result(self) -> dict:
+        law = self.law
+        P = np.concatenate(self._blocks["p"]) if self._blocks["p"] else np.empty((0, law.J))
+        le = np.concatenate(self._blocks["log_eta"]) if self._blocks["log_eta"] else \
+            np.empty(0)
+        if len(self._blocks["p"]) > 1:
+            self._blocks = {"p": [P], "log_eta": [le]}
+        res = dict(law.dirichlet[1](P))
+        res["log_eta"] = le
         res["n_stored"] = self.n_stored
         res["shift_accept"] = (self.shift_acc / self.shift_prop) if self.shift_prop else math.nan
         return res
