@@ -178,7 +178,8 @@ def test_infer_other_methods_with_options(tmp_path):
     res = runner.invoke(app, base + ["--method", "gibbs-ss", "--option", "covariate_moments=prior"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["exact"] is False and set(doc["summary"]) == {"beta[0]", "beta[1]", "beta[2]"}
+    assert doc["exact"] is False and set(doc["summary"]) == {"beta[intercept]", "beta[x1]",
+                                                      "beta[x2]"}   # named by column
     res = runner.invoke(app, base + ["--method", "naive"])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, base + ["--method", "gibbs-ss", "--option", "bogus=1"])

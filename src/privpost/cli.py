@@ -47,12 +47,16 @@ def _fail(message: str, code: int = 1):
 
 
 def handles_errors(func):
-    """Turn privpost's user errors into one line on stderr and exit code 1."""
+    """Turn privpost's user errors into one line on stderr and exit code 1; print the Python
+    warnings raised on the way once, formatted (:mod:`privpost._cli_warnings`)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from privpost._cli_warnings import collected
+
         try:
-            return func(*args, **kwargs)
+            with collected(err):     # warnings printed once at the end, without source paths
+                return func(*args, **kwargs)
         except PrivpostError as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
