@@ -247,3 +247,69 @@ def test_mrf_probabilities_match_enumeration():
     assert marg["P(b=2)"]["mean"] == pytest.approx(np.mean([_enumerated(
         [draws["theta0"][0, s], draws["theta1"][0, s]], levels, cliques, {1: 2}, {})
         for s in range(S)]), rel=1e-12)
+
+
+# ------------------------------------------------------------------ warnings, once and formatted
+def _warn_many(n_conv: int, n_other: int):
+    import warnings
+
+    from privpost.errors import ConvergenceWarning
+
+    for i in range(n_conv):
+        warnings.warn(f"NOT CONVERGED ({'damcmc' if i % 3 else 'gibbs-ss'}, 2 chain(s) x 50 "
+                      f"draws): entry {i} misses R-hat", ConvergenceWarning, stacklevel=1)
+    for _ in range(n_other):
+        warnings.warn("overflow in exp", RuntimeWarning, stacklevel=1)
+
+
+def test_warning_lines_collapse_with_counts():
+    import warnings
+
+    from privpost._cli_warnings import lines
+
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        _warn_many(7, 3)
+    got = lines(rec)
+    assert got == ["WARNING: NOT CONVERGED in 7 runs (damcmc x4, gibbs-ss x3); the first: "
+                   "NOT CONVERGED (gibbs-ss, 2 chain(s) x 50 draws): entry 0 misses R-hat",
+                   "warning (RuntimeWarning): overflow in exp (x3)"]
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        _warn_many(1, 0)
+    assert lines(rec) == ["WARNING: NOT CONVERGED (gibbs-ss, 2 chain(s) x 50 draws): entry 0 "
+                          "misses R-hat"]
+
+
+def test_every_command_prints_warnings_once_without_paths():
+    """The decorator every command has (cli.handles_errors) collects what the command warns."""
+    import typer
+
+    from privpost.cli import handles_errors
+
+    demo = typer.Typer()
+
+    @demo.command()
+    @handles_errors
+    def noisy(n: int = 5):
+        _warn_many(n, 2)
+
+    res = runner.invoke(demo, ["--n", "12"])
+    assert res.exit_code == 0
+    text = " ".join(res.output.split())
+    assert text.count("NOT CONVERGED in 12 runs") == 1 and text.count("entry 1 ") == 0
+    assert text.count("warning (RuntimeWarning): overflow in exp") == 1   # Python's own
+    # "default" filter already shows a repeated warning of one line once
+    assert ".py:" not in res.output and "ConvergenceWarning" not in res.output
+
+
+def test_compare_not_converged_is_formatted(work):
+    (work / "c.csv").write_text("answer\n" + "\n".join(["1", "0", "0"] * 40) + "\n")
+    assert run("release", "c.csv", "--query", "count", "--column", "answer", "--epsilon", "1",
+               "--seed", "1", "-o", "c.json").exit_code == 0
+    res = run("compare", "c.json", "--model", "beta-bernoulli:a=1,b=1", "--methods",
+              "damcmc,naive", "--draws", "15", "--warmup", "5", "--chains", "2", "--seed", "1",
+              "--no-progress")
+    assert res.exit_code == 0, res.output
+    assert "NOT CONVERGED" in res.output
+    assert ".py:" not in res.output and "ConvergenceWarning:" not in res.output

@@ -7,7 +7,9 @@ and :func:`lines` turns them into what the command prints on stderr at its end:
 * all :class:`~privpost.errors.ConvergenceWarning` s in one line -- the message itself when
   there is one, else ``NOT CONVERGED in N runs (damcmc x90, gibbs-ss x7); the first: ...`` (a
   ``reproduce`` or ``calibrate`` run fits many posteriors);
-* every other warning once, with ``(xN)`` when the same message was raised N times.
+* every other warning once, with ``(xN)`` when the same message was recorded N times (Python's
+  filters stay as they are: its ``default`` action already records a message raised again at
+  the same line once, which bounds the record of a warning raised in a loop).
 """
 
 from __future__ import annotations
