@@ -215,7 +215,7 @@ def test_bundle_inspect_and_infer_a_release_set(tmp_path):
                               "--method", "gibbs-ss", "--draws", "200", "--warmup", "100",
                               "--chains", "2", "--seed", "1", "--json"])
     assert res.exit_code == 0, res.output
-    assert "beta[1]" in json.loads(res.stdout)["summary"]
+    assert "beta[x1]" in json.loads(res.stdout)["summary"]   # coefficients named by column
     res = runner.invoke(app, ["infer", str(rset), "--model", "linear-regression:p=1,sigma2=1",
                               "--method", "damcmc", "--draws", "10"])
     assert res.exit_code == 1 and "release set" in res.output.lower()

@@ -22,7 +22,7 @@ from privpost.errors import PrivpostError
 __all__ = ["parse_query", "mrf_probabilities", "hmm_state_table", "interval_plot", "summarise_draws"]
 
 #: at most this many draws are used for the per-draw MRF probabilities (evenly thinned)
-MAX_DRAWS = 4000
+MAX_DRAWS = 2000
 
 
 def summarise_draws(values: np.ndarray, level: float) -> dict[str, float]:

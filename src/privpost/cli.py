@@ -621,7 +621,8 @@ def infer_cmd(
     query_prob: Optional[list[str]] = typer.Option(
         None, "--query-prob", help="MRF models: print the posterior of a probability, e.g. "
         "--query-prob 'cough|smoke' (P(cough=j | smoke=i) for every i, j), 'cough=1|smoke=1,"
-        "age', or 'cough' (a marginal); repeatable. Variables are the release's columns."),
+        "age', or 'cough' (a marginal); repeatable. Variables are the release's columns. "
+        "Default: every variable's marginal."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the posterior: mean and "
                                         "interval of every parameter entry (and of every "
                                         "--query-prob answer), by name."),
@@ -716,6 +717,14 @@ def _answers(post, queries, level: float) -> dict:
     from privpost import answers as ans
 
     out: dict = {}
+    if not queries and isinstance(post.model, dict) and post.model.get("type") == "mrf":
+        # no question asked: every variable's marginal (when the joint space is enumerable)
+        from privpost.models.mrf import CliqueMRF
+        from privpost.names import release_query
+
+        levels = post.model.get("levels") or []
+        if math.prod(levels) <= CliqueMRF.ENUMERATE_MAX:
+            queries = [str(c) for c in (release_query(post.release).get("columns") or [])]
     if queries:
         out["probabilities"] = {q: ans.mrf_probabilities(post, q, level) for q in queries}
     if "z" in post.sample_stats and "pi" in post.draws:
