@@ -313,3 +313,13 @@ def test_compare_not_converged_is_formatted(work):
     assert res.exit_code == 0, res.output
     assert "NOT CONVERGED" in res.output
     assert ".py:" not in res.output and "ConvergenceWarning:" not in res.output
+
+
+def test_naive_bayes_tables_named_by_column():
+    rel = {"query": {"type": "naive_bayes_counts", "n_classes": 2, "n_levels": [3],
+                     "columns": ["sick", "fever"]}}
+    post = Posterior({"p": np.full((1, 4, 2), 0.5), "q1": np.full((1, 4, 2, 3), 1 / 3)},
+                     model={"type": "naive-bayes"}, release=rel)
+    assert list(post.summary_rows())[:3] == ["p[sick=0]", "p[sick=1]", "q1[sick=0, fever=0]"]
+    ds = post.to_datatree()["posterior"]
+    assert ds["q1"].dims == ("chain", "draw", "sick", "fever") and ds["p"].dims[-1] == "sick"

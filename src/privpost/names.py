@@ -2,7 +2,7 @@
 
 A release carries public names: a histogram's category ``levels``, a query's ``columns``
 (regression covariates, marginal-table variables), a cell-count release's region and time codes
-and level names (``metadata``). :func:`axis_names` turns them into one description per parameter
+and level names (``metadata``), a naive-Bayes release's class and feature columns. :func:`axis_names` turns them into one description per parameter
 axis, ``(dim, values, keyed)``, which :class:`privpost.posterior.Posterior` uses everywhere it
 shows a parameter entry: the summary labels (``p[north]`` instead of ``p[0]``), ``--json``, the
 ArviZ dimensions and coordinates of :meth:`~privpost.posterior.Posterior.to_datatree` and of the
@@ -112,6 +112,14 @@ def axis_names(model: dict | None, release: dict | None,
             R, T = shapes["z"]
             put("z", [("region", _names(meta.get("regions"), R) or _codes(R), False),
                       ("time", _names(meta.get("times"), T) or _codes(T), False)])
+    elif qtype == "naive_bayes_counts" and mtype == "naive-bayes" and "p" in shapes and cols:
+        I = shapes["p"][0] if shapes["p"] else 0
+        cls = str(cols[0])
+        put("p", [(cls, _codes(I), True)])
+        for k, feat in enumerate(cols[1:]):
+            name = f"q{k + 1}"
+            if name in shapes and len(shapes[name]) == 2:
+                put(name, [(cls, _codes(I), True), (str(feat), _codes(shapes[name][1]), True)])
     elif qtype == "marginal_tables" and mtype == "mrf":
         cliques = (model or {}).get("cliques") or []
         for j, clique in enumerate(cliques):
