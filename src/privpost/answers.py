@@ -173,9 +173,9 @@ def interval_plot(groups: dict[str, dict[str, dict[str, float]]], path, *, level
         raise PrivpostError("--plot: nothing to draw")
     heights = [min(len(v), max_rows) for v in groups.values()]
     fig, axs = plt.subplots(len(groups), 1, squeeze=False,
-                            figsize=(7.5, 1.2 + 0.32 * sum(heights) + 0.6 * len(groups)),
+                            figsize=(9.0, 1.2 + 0.32 * sum(heights) + 0.6 * len(groups)),
                             gridspec_kw={"height_ratios": [h + 1.5 for h in heights]})
-    for ax, (name, rows) in zip(axs[:, 0], groups.items()):
+    for i, (ax, (name, rows)) in enumerate(zip(axs[:, 0], groups.items())):
         labels = list(rows)[:max_rows]
         y = np.arange(len(labels))[::-1]
         lo = [rows[k]["lo"] for k in labels]
@@ -187,7 +187,8 @@ def interval_plot(groups: dict[str, dict[str, dict[str, float]]], path, *, level
         ax.set_title(name + (f" (first {len(labels)}; {more} more)" if more > 0 else ""),
                      loc="left", fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
+        if i == 0:                          # one legend, beside the first panel
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
