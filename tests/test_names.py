@@ -323,3 +323,17 @@ def test_naive_bayes_tables_named_by_column():
     assert list(post.summary_rows())[:3] == ["p[sick=0]", "p[sick=1]", "q1[sick=0, fever=0]"]
     ds = post.to_datatree()["posterior"]
     assert ds["q1"].dims == ("chain", "draw", "sick", "fever") and ds["p"].dims[-1] == "sick"
+
+
+def test_calibrate_workers_warnings_collapsed(tmp_path):
+    """Worker processes' NOT CONVERGED warnings come back to the command, printed once."""
+    spec = json.dumps({"query": {"type": "sum", "bounds": [0, 1]},
+                       "mechanism": {"type": "laplace", "epsilon": 1}})
+    res = run("calibrate", "--model", "beta-bernoulli:a=2,b=2", "--spec", spec, "--methods",
+              "damcmc", "--n", "20", "--epsilon", "1", "--replicates", "3", "--levels", "0.9",
+              "--draws", "12", "--warmup", "5", "--chains", "2",
+              "--workers", "2", "--out", str(tmp_path), "--no-progress")
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert text.count("NOT CONVERGED in 3 runs (damcmc x3)") == 1, res.output
+    assert ".py:" not in res.output and "ConvergenceWarning:" not in res.output
