@@ -160,10 +160,17 @@ def test_hmm_state_table_is_the_path_frequency():
 
 
 def test_hmm_one_feature_n_levels():
-    assert model_from_spec("hmm:n_states=2,n_levels=2").n_levels == (2,)
-    assert model_from_spec("hmm:n_states=2,n_levels=2;").n_levels == (2,)
+    from privpost.cell_counts import CellCounts
+    from privpost.mechanisms import Laplace
+    from privpost.models.spec import model_for_release
+
+    rel = pp.release(np.array([[0, 0, 1], [0, 1, 0]]), query=CellCounts([2], [[1, 1]]),
+                     mechanism=Laplace(epsilon=1.0), seed=1)
+    for spec in ("hmm:n_states=2,n_levels=2", "hmm:n_states=2, n_levels=2;", "hmm:n_states=2"):
+        mdl, _ = model_for_release(spec, rel)
+        assert mdl.n_levels == (2,)
     with pytest.raises(PrivpostError, match="n_levels"):
-        model_from_spec("hmm:n_states=2,n_levels=1")
+        model_for_release("hmm:n_states=2,n_levels=1", rel)
 
 
 # ------------------------------------------------------------------ MRF: sizes, names, answers
@@ -337,3 +344,17 @@ def test_calibrate_workers_warnings_collapsed(tmp_path):
     text = " ".join(res.output.split())
     assert text.count("NOT CONVERGED in 3 runs (damcmc x3)") == 1, res.output
     assert ".py:" not in res.output and "ConvergenceWarning:" not in res.output
+
+
+def test_trace_plot_legend_names_the_entries(work):
+    assert run("release", "h.csv", "--query", "histogram", "--levels", "north,south,east",
+               "--column", "region", "--epsilon", "1", "--seed", "1", "-o", "h.json"
+               ).exit_code == 0
+    rng = np.random.default_rng(1)
+    post = Posterior({"p": rng.dirichlet([5, 5, 5], size=(2, 60)), "s": rng.normal(size=(2, 60))},
+                     model={"type": "dirichlet-categorical"},
+                     release=pp.Release.load(work / "h.json").to_dict())
+    fig = post.plot(work / "trace.png")
+    texts = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert {"p[north]", "p[south]", "p[east]"} <= set(texts)
+    assert (work / "trace.png").stat().st_size > 5000

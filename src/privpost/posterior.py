@@ -260,7 +260,7 @@ class Posterior:
 
     def plot(self, path: str | None = None, var_names: list[str] | None = None):
         """Trace and density plots of every parameter (``arviz_plots.plot_trace_dist``,
-        matplotlib backend).
+        matplotlib backend), with a legend of the entries by their names (:attr:`axes`).
 
         Saves a PNG to ``path`` when given; returns the matplotlib figure.
         """
@@ -273,6 +273,13 @@ class Posterior:
 
         pc = azp.plot_trace_dist(self.to_datatree(), var_names=var_names, compact=True,
                                  backend="matplotlib")
+        color_dims = [d for d in pc.aes["color"].dims if d != "chain"] if "color" in pc.aes_set \
+            else []
+        if color_dims:       # a legend of the entries by name (e.g. region: north, south, ...)
+            try:
+                pc.add_legend(color_dims + ["__variable__"])
+            except ValueError:   # arviz-plots mapped the colours otherwise: no legend, same plot
+                pass
         fig = pc.viz["figure"].item()
         fig.suptitle(f"privpost posterior ({self.method})")
         if path is not None:

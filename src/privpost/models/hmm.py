@@ -60,8 +60,6 @@ class HiddenMarkovNB(Model):
 
     def __init__(self, n_states, n_levels, alpha: float = 1.0, beta: float = 1.0):
         self.n_states = positive_int("n_states", n_states, 1)
-        if isinstance(n_levels, (int, np.integer)) and not isinstance(n_levels, bool):
-            n_levels = [n_levels]          # one feature: n_levels=2
         if isinstance(n_levels, (str, bytes)) or not hasattr(n_levels, "__iter__"):
             raise PrivpostError(f"n_levels must be a list of level counts (one per feature, e.g. "
                                 f"n_levels=8;20;2;2;2), got {n_levels!r}")

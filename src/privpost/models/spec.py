@@ -3,7 +3,7 @@
 A release fixes some of a model's structural sizes: a histogram's number of categories is the
 Dirichlet--categorical ``k``; a regression release's number of predictors is the regression's
 ``p``; naive-Bayes tables fix ``n_classes`` (I) and ``n_levels`` (J_k); a censored log-mean fixes
-the Dirichlet model's ``parts``; a cell-count release fixes the HMM's ``n_levels``; marginal
+the Dirichlet model's ``parts``; a cell-count release fixes the HMM's ``n_levels`` (one feature's ``n_levels=2`` is read as the list ``2;``); marginal
 tables fix the MRF's ``levels`` and (by default) its ``cliques``, which may also be given by
 column name (``cliques=smoke;cough|cough;age``). :func:`model_for_release` fills in what the spec leaves out and
 returns what it filled in, so the CLI can print it::
@@ -18,6 +18,7 @@ Values the spec states are kept as given (a mismatch is then reported by the mod
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from privpost.errors import PrivpostError
@@ -116,6 +117,10 @@ def complete_spec(spec: str, release) -> tuple[str, dict[str, Any]]:
     from privpost.models.base import _norm_name
 
     name, _, rest = spec.strip().partition(":")
+    if _norm_name(name) == "hmm":   # one feature: n_levels=2 means the list [2] ('2;')
+        rest = ",".join(re.sub(r"^(\s*n[_-]levels\s*=\s*\d+)\s*$", r"\1;", item)
+                        for item in rest.split(","))
+        spec = f"{name}:{rest}"
     given = _spec_keys(rest)
     query = _first_query(release)
     inferred = _inferable(_norm_name(name), given, query)
