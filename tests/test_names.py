@@ -358,3 +358,21 @@ def test_trace_plot_legend_names_the_entries(work):
     texts = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
     assert {"p[north]", "p[south]", "p[east]"} <= set(texts)
     assert (work / "trace.png").stat().st_size > 5000
+
+
+@pytest.mark.parametrize("release", [
+    None, {}, {"query": "x"}, {"releases": ["x"]}, {"releases": [{"query": {"type": "histogram",
+                                                                          "levels": {"a": 1}}}]},
+    {"query": {"type": "cell_counts", "columns": [1, 2, 3]}, "metadata": {"levels": [1, 2]}},
+    {"query": {"type": "marginal_tables", "columns": ["a"]}},
+    {"query": {"type": "histogram", "columns": ["c"], "levels": ["a", "a", "b"]}},
+])
+def test_malformed_descriptions_fall_back_to_codes(release):
+    """Names are decoration: a document without usable names never breaks a Posterior."""
+    for model in (None, {"type": "hmm"}, {"type": "mrf", "cliques": [["q"], 5]},
+                  {"type": "dirichlet-categorical"}):
+        post = Posterior({"p": np.zeros((1, 2, 3)), "pi": np.zeros((1, 2)),
+                          "theta0": np.zeros((1, 2, 2))}, model=model, release=release)
+        rows = post.summary_rows()
+        assert "pi" in rows and len(rows) == 6
+        post.to_datatree()

@@ -28,7 +28,7 @@ def release_query(release: dict | None) -> dict:
         return {}
     if isinstance(release.get("releases"), list) and release["releases"]:
         release = release["releases"][0]
-    q = release.get("query")
+    q = release.get("query") if isinstance(release, dict) else None
     return q if isinstance(q, dict) else {}
 
 
@@ -38,7 +38,7 @@ def release_metadata(release: dict | None) -> dict:
         return {}
     if isinstance(release.get("releases"), list) and release["releases"]:
         release = release["releases"][0]
-    m = release.get("metadata")
+    m = release.get("metadata") if isinstance(release, dict) else None
     return m if isinstance(m, dict) else {}
 
 
@@ -86,16 +86,17 @@ def axis_names(model: dict | None, release: dict | None,
                 len(v) == s for (_, v, _), s in zip(axes, shp)):
             out[name] = axes
 
-    if qtype == "histogram" and mtype in ("dirichlet-categorical", "categorical") and "p" in shapes:
-        k = shapes["p"][0] if shapes["p"] else 0
+    if qtype == "histogram" and mtype == "dirichlet-categorical" and len(shapes.get("p", ())) == 1:
+        k = shapes["p"][0]
         col = str(cols[0]) if cols else "category"
         put("p", [(col, _names(q.get("levels"), k) or _codes(k), False)])
-    elif qtype in ("regression_stats", "covariate_moments") and "beta" in shapes and cols:
-        xcols = [str(c) for c in cols[:-1]]
-        k = shapes["beta"][0] if shapes["beta"] else 0
+    elif qtype in ("regression_stats", "covariate_moments") and len(shapes.get("beta", ())) == 1 \
+            and cols:
+        xcols = [str(c) for c in cols[:-1]]          # the response is the last column
+        k = shapes["beta"][0]
         labels = ["intercept", *xcols] if k == len(xcols) + 1 else xcols
         put("beta", [("coefficient", _names(labels, k) or _codes(k), False)])
-    elif qtype == "cell_counts" and mtype == "hmm" and "pi" in shapes:
+    elif qtype == "cell_counts" and mtype == "hmm" and len(shapes.get("pi", ())) == 1:
         K = shapes["pi"][0]
         states = _codes(K)
         put("pi", [("state", states, False)])
@@ -112,8 +113,9 @@ def axis_names(model: dict | None, release: dict | None,
             R, T = shapes["z"]
             put("z", [("region", _names(meta.get("regions"), R) or _codes(R), False),
                       ("time", _names(meta.get("times"), T) or _codes(T), False)])
-    elif qtype == "naive_bayes_counts" and mtype == "naive-bayes" and "p" in shapes and cols:
-        I = shapes["p"][0] if shapes["p"] else 0
+    elif qtype == "naive_bayes_counts" and mtype == "naive-bayes" \
+            and len(shapes.get("p", ())) == 1 and cols:
+        I = shapes["p"][0]
         cls = str(cols[0])
         put("p", [(cls, _codes(I), True)])
         for k, feat in enumerate(cols[1:]):
