@@ -376,3 +376,27 @@ def test_malformed_descriptions_fall_back_to_codes(release):
         rows = post.summary_rows()
         assert "pi" in rows and len(rows) == 6
         post.to_datatree()
+
+
+def test_netcdf_named_coordinates_as_xarray_writes_them(tmp_path):
+    import xarray as xr
+
+    rel = {"query": {"type": "cell_counts", "columns": ["region", "time", "kind"],
+                     "n_levels": [2]},
+           "metadata": {"regions": ["N", "S"], "times": ["jan"], "levels": {"kind": ["a", "b"]}}}
+    rng = np.random.default_rng(2)
+    post = Posterior({"pi": rng.random((2, 4, 2)), "A": rng.random((2, 4, 2, 2)),
+                      "theta1": rng.random((2, 4, 2, 2))},
+                     sample_stats={"z": rng.integers(0, 2, (2, 4, 2, 1)).astype(float)},
+                     model={"type": "hmm"}, release=rel)
+    post.to_netcdf(tmp_path / "ours.nc")
+    post.to_datatree().to_netcdf(tmp_path / "xr.nc", engine="h5netcdf")
+    with xr.open_datatree(tmp_path / "ours.nc", engine="h5netcdf") as a, \
+            xr.open_datatree(tmp_path / "xr.nc", engine="h5netcdf") as b:
+        for g in ("posterior", "sample_stats"):
+            xr.testing.assert_identical(a[g].to_dataset(), b[g].to_dataset())
+        assert a["posterior"]["theta1"].dims == ("chain", "draw", "state", "kind")
+        assert list(a["posterior"]["kind"].values) == ["a", "b"]
+        assert a["posterior"]["A"].dims == ("chain", "draw", "from_state", "to_state")
+        assert a["sample_stats"]["z"].dims == ("chain", "draw", "region", "time")
+        assert list(a["sample_stats"]["region"].values) == ["N", "S"]
