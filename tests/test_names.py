@@ -400,3 +400,16 @@ def test_netcdf_named_coordinates_as_xarray_writes_them(tmp_path):
         assert a["posterior"]["A"].dims == ("chain", "draw", "from_state", "to_state")
         assert a["sample_stats"]["z"].dims == ("chain", "draw", "region", "time")
         assert list(a["sample_stats"]["region"].values) == ["N", "S"]
+
+
+def test_notes_name_the_entries():
+    from privpost.names import named_text
+
+    axes = {"theta0": [("smoke", ["0", "1"], True), ("cough", ["0", "1"], True)],
+            "p": [("region", ["n", "s"], False)]}
+    text = ("NOT CONVERGED: theta0[0, 1] (r_hat 1.02); theta0[1,0] (ess 3); p[1]; p[7]; "
+            "xp[0]; beta[0]")
+    assert named_text(text, axes) == ("NOT CONVERGED: theta0[smoke=0, cough=1] (r_hat 1.02); "
+                                      "theta0[smoke=1, cough=0] (ess 3); p[s]; p[7]; xp[0]; "
+                                      "beta[0]")
+    assert named_text(text, {}) == text

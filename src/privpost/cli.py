@@ -543,7 +543,9 @@ def _print_summary(post, level: float = 0.9) -> None:
         out.print(t)
     finally:
         out.width = width
-    for note in post.notes:
+    from privpost.names import named_text
+
+    for note in (named_text(n, post.axes) for n in post.notes):
         if note.startswith("NOT CONVERGED"):
             out.print(f"[bold white on red]WARNING:[/] [bold red]{escape(note)}[/]", highlight=False)
         else:
@@ -667,8 +669,11 @@ def infer_cmd(
     if plot is not None:
         _plot_posterior(post, answers, plot, level)
     if as_json:
+        from privpost.names import named_text
+
         _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
-                    "notes": post.notes, "release_privacy": _privacy_statement(rel),
+                    "notes": [named_text(n, post.axes) for n in post.notes],
+                    "release_privacy": _privacy_statement(rel),
                     "inferred_from_release": inferred,
                     "output": str(output) if output else None,
                     "summary": post.summary_rows(level=level),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["axis_names", "entry_label", "release_query", "release_metadata"]
+__all__ = ["axis_names", "entry_label", "named_text", "release_query", "release_metadata"]
 
 Axis = tuple[str, list, bool]
 
@@ -146,6 +146,30 @@ def entry_label(name: str, idx: tuple[int, ...], axes: list[Axis] | None) -> str
     parts = [f"{dim}={values[i]}" if keyed else str(values[i])
              for i, (dim, values, keyed) in zip(idx, axes)]
     return f"{name}[{', '.join(parts)}]"
+
+
+def named_text(text: str, axes: dict[str, list[Axis]] | None) -> str:
+    """``text`` (e.g. a NOT CONVERGED note listing ``theta0[0, 1] (r_hat ...)``) with every
+    index label ``NAME[i, j]`` of a parameter with named axes replaced by its named label."""
+    import re
+
+    if not axes:
+        return text
+
+    def sub(m):
+        name, inside = m.group(1), m.group(2)
+        try:
+            idx = tuple(int(t) for t in inside.split(","))
+        except ValueError:
+            return m.group(0)
+        ax = axes.get(name)
+        if ax is None or len(idx) != len(ax) or any(not 0 <= i < len(v) for i, (_, v, _) in
+                                                    zip(idx, ax)):
+            return m.group(0)
+        return entry_label(name, idx, ax)
+
+    names = "|".join(re.escape(k) for k in sorted(axes, key=len, reverse=True))
+    return re.sub(rf"(?<![\w])({names})\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]", sub, text)
 
 
 def _jsonable(axes: dict[str, list[Axis]]) -> Any:
