@@ -214,6 +214,9 @@ def test_query_prob_refused_for_other_models(work):
                "--column", "region", "--epsilon", "1", "-o", "h.json").exit_code == 0
     res = run("infer", "h.json", "--model", "dirichlet-categorical:alpha=1", "--query-prob", "x")
     assert res.exit_code == 1 and "applies to an mrf model" in res.output
+    res = run("infer", "h.json", "--model", "dirichlet-categorical:alpha=1", "--method",
+              "naive,damcmc", "--plot", "x.png")
+    assert res.exit_code == 1 and "apply to one method" in res.output
 
 
 def _enumerated(thetas, levels, cliques, target, given):

@@ -640,6 +640,9 @@ def infer_cmd(
     _check_overwrite(output, force)
     _check_overwrite(predictive_plot, force, "--predictive-plot")
     if "," in method:       # several methods: the comparison table (None: each method's own)
+        if query_prob or plot is not None:
+            raise PrivpostError("--query-prob and --plot apply to one method (for several, "
+                                "use privpost compare --plot)")
         return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
                             option, as_json, None)
     _check_overwrite(plot, force, "--plot")
