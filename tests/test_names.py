@@ -81,6 +81,9 @@ def test_histogram_levels_in_summary_json_datatree_netcdf_and_plot(work):
         assert [str(v) for v in f["posterior"]["region"].values] == ["north", "south", "east"]
         np.testing.assert_array_equal(f["posterior"]["p"].values, post.draws["p"])
     assert (work / "p.png").stat().st_size > 5000
+    res = run("infer", "h.json", "--model", "dirichlet-categorical:alpha=1", "--method", "naive",
+              "--plot", "no/such/dir/p.png")
+    assert res.exit_code == 1 and "--plot no/such/dir/p.png: cannot write" in res.output
     # --plot never replaces a file silently
     res = run("infer", "h.json", "--model", "dirichlet-categorical:alpha=1", "--method", "naive",
               "--plot", "p.png")

@@ -191,6 +191,10 @@ def interval_plot(groups: dict[str, dict[str, dict[str, float]]], path, *, level
             ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=100, format="png")
+    except (OSError, ValueError) as exc:      # no such folder, a folder, no permission
+        raise PrivpostError(f"--plot {path}: cannot write the PNG file ({exc})") from None
+    finally:
+        plt.close(fig)
     return fig
