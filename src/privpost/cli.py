@@ -42,7 +42,11 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version_cal
 
 
 def _fail(message: str, code: int = 1):
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """One line on stderr (not wrapped, length-bounded, the text printed as is) and exit."""
+    from privpost.errors import bounded
+
+    err.print(f"[bold red]error:[/] {escape(bounded(message))}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -267,12 +271,16 @@ def _check_overwrite(path: Optional[Path], force: bool, option: str = "-o") -> N
 @app.command("declare", cls=_DeclareCommand)
 @handles_errors
 def declare_cmd(
-    value: list[str] = typer.Option(..., help="Published noisy value(s), in the order of the "
-                                    "query's coordinates: --value 412.7, or --value 118,124,130."),
-    n: int = typer.Option(..., "--n", help="Public number of records."),
-    query: str = typer.Option(..., help="count (a sum of 0/1 records), sum, mean, histogram, "
-                              "truncated_sum, regression_stats, covariate_moments, "
-                              "naive_bayes_counts."),
+    value: Optional[list[str]] = typer.Option(None, help="Published noisy value(s), in the "
+                                              "order of the query's coordinates: --value 412.7, "
+                                              "or --value 118,124,130."),
+    n: Optional[int] = typer.Option(None, "--n", help="Public number of records."),
+    query: Optional[str] = typer.Option(None, help="count (a sum of 0/1 records), sum, mean, "
+                                        "histogram, truncated_sum, regression_stats, "
+                                        "covariate_moments, naive_bayes_counts."),
+    census: Optional[Path] = typer.Option(None, help="A census-style noisy measurement file "
+                                          "(JSON layout, or CSV with --n; docs/interop.md) "
+                                          "instead of --value/--query."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the release JSON."),
     bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH', or per "
                                                "column 'NAME=LOW,HIGH' (repeatable)."),
@@ -290,7 +298,8 @@ def declare_cmd(
                                             "(when the scale is not published)."),
     delta: Optional[float] = typer.Option(None, help="Privacy target delta (Gaussian)."),
     rho: Optional[float] = typer.Option(None, help="zCDP target rho (Gaussian family)."),
-    neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
+    neighbours: Optional[str] = typer.Option(None, help="replace (bounded DP, the default) or "
+                                             "add-remove (a census file's own, or add-remove)."),
     source: str = typer.Option("", help="Where the numbers come from (stored in the release)."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the release document as JSON."),
@@ -306,6 +315,14 @@ def declare_cmd(
     from privpost.queries import query_from_dict
 
     _check_overwrite(output, force)
+    if census is not None:
+        return _declare_census(census, n, neighbours, output, as_json,
+                               given=[f for f, v in (("--value", value), ("--query", query))
+                                      if v is not None])
+    for flag, v in (("--value", value), ("--n", n), ("--query", query)):
+        if v is None:
+            raise PrivpostError(f"{flag} is missing (or give --census FILE)")
+    neighbours = neighbours or "replace"
     values = []
     for item in value:
         for tok in item.split(","):
@@ -341,6 +358,30 @@ def declare_cmd(
               f"{_privacy_text(rel.privacy)}", highlight=False)
     for note in notes:
         out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
+
+
+def _declare_census(path: Path, n, neighbours: str, output: Path, as_json: bool, given) -> None:
+    """``declare --census``: the noisy measurement file's release(s) written as one document."""
+    from privpost.census import read_census
+
+    if given:
+        raise PrivpostError(f"{given[0]} cannot be combined with --census (the file states the "
+                            "values and the tables)")
+    csv = path.suffix.lower() == ".csv"
+    if not csv and (n is not None or neighbours is not None):
+        raise PrivpostError(f"{'--n' if n is not None else '--neighbours'}: a JSON census file "
+                            "states it itself; drop the flag")
+    rel = read_census(path, n=n if csv else None, neighbours=neighbours or "add-remove")
+    rel.save(output)
+    if as_json:
+        _emit_json({"output": str(output), **rel.to_dict()})
+        return
+    rels = getattr(rel, "releases", [rel])
+    out.print(f"wrote [bold]{output}[/]: {len(rels)} census table"
+              f"{'s' if len(rels) > 1 else ''} of {rels[0].n} persons "
+              f"({', '.join(f'{r.dim} cells' for r in rels)}), discrete Gaussian noise; "
+              f"{_privacy_text(rel.privacy if len(rels) == 1 else rel.total_privacy())}",
+              highlight=False)
 
 
 # ---------------------------------------------------------------------------- inspect
@@ -438,6 +479,10 @@ def _load_release_or_set(path: Path):
     raw = _parse_json(_read_text(path))
     if isinstance(raw, dict) and raw.get("schema") == SET_SCHEMA:
         return ReleaseSet.from_dict(raw)
+    if isinstance(raw, dict) and raw.get("schema") == "privpost.census-nmf/1":
+        from privpost.census import census_from_dict   # noisy measurements (docs/interop.md)
+
+        return census_from_dict(raw)
     if isinstance(raw, dict) and raw.get("schema") == "privpost.penalty-release/1":
         from privpost.inference.penalty import PenaltyRelease   # a penalty-MCMC transcript
 
@@ -672,9 +717,12 @@ def infer_cmd(
     if plot is not None:
         _plot_posterior(post, answers, plot, level)
     if as_json:
+        from privpost.inference._count_latent import latent_of
         from privpost.names import named_text
 
+        latent, table = latent_of(post)
         _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
+                    "latent": latent, "latent_table": table,
                     "notes": [named_text(n, post.axes) for n in post.notes],
                     "release_privacy": _privacy_statement(rel),
                     "inferred_from_release": inferred,
@@ -947,9 +995,9 @@ def penalty_cmd(
     records = read_records(data, list(column))
     owners = None
     if owner_column is not None:
-        import pandas as pd
-        frame = pd.read_parquet(data) if data.suffix.lower() in (".parquet", ".pq") else \
-            pd.read_csv(data, skipinitialspace=True)
+        from privpost.io import read_table
+
+        frame = read_table(data, [owner_column])     # the same limits as read_records
         if owner_column not in frame.columns:
             raise PrivpostError(f"--owner-column: {data} has no column {owner_column!r}")
         owners = frame[owner_column].astype(str).to_numpy()

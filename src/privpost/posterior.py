@@ -113,7 +113,7 @@ class Posterior:
     def flat(self, name: str) -> np.ndarray:
         """Draws of ``name`` pooled over chains: shape ``(chains * draws, *param_shape)``."""
         arr = self.draws[name]
-        return arr.reshape((-1,) + arr.shape[2:])
+        return arr.reshape((arr.shape[0] * arr.shape[1],) + arr.shape[2:])
 
     def mean(self, name: str) -> np.ndarray:
         """Posterior mean of ``name``, shape ``param_shape``."""
@@ -243,17 +243,22 @@ class Posterior:
 
         rows, labels = [], []
         for name in var_names or self.draws:
-            flat = self.flat(name).reshape(self.n_chains * self.n_draws, -1)
             shape = self.draws[name].shape[2:]
+            # the entry count from the shape (not -1): a run stopped before any draw has size 0
+            flat = self.flat(name).reshape(self.n_chains * self.n_draws, int(np.prod(shape)))
             for j in range(flat.shape[1]):
                 idx = tuple(int(i) for i in np.unravel_index(j, shape)) if shape else ()
                 label = name + (f"[{', '.join(map(str, idx))}]" if shape else "")
                 col = flat[:, j]
-                rows.append({"mean": col.mean(),
-                             "sd": col.std(ddof=1) if col.size > 1 else np.nan,
-                             f"q{100 * lo_q:g}": np.quantile(col, lo_q),
-                             "q50": np.quantile(col, 0.5),
-                             f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
+                if col.size == 0:       # no draws: every statistic is undefined (NaN)
+                    rows.append({"mean": np.nan, "sd": np.nan, f"q{100 * lo_q:g}": np.nan,
+                                 "q50": np.nan, f"q{100 * hi_q:g}": np.nan})
+                else:
+                    rows.append({"mean": col.mean(),
+                                 "sd": col.std(ddof=1) if col.size > 1 else np.nan,
+                                 f"q{100 * lo_q:g}": np.quantile(col, lo_q),
+                                 "q50": np.quantile(col, 0.5),
+                                 f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
                 rows[-1].update(diag[label])
                 labels.append(entry_label(name, idx, (self.axes or {}).get(name)))
         return {lab: {k: float(v) for k, v in row.items()} for lab, row in zip(labels, rows)}
