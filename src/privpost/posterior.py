@@ -51,7 +51,8 @@ class Posterior:
         axis; :func:`privpost.names.axis_names`). Default: derived from ``model`` and
         ``release`` (histogram levels, regression columns, HMM region/time codes and level
         names, MRF variables). Used by :meth:`summary_rows` labels, :meth:`groups` dimensions
-        and coordinates (so the ArviZ export and the netCDF file) and :meth:`plot_intervals`.
+        and coordinates (so the ArviZ export and the netCDF file), :meth:`plot` legends and
+        ``privpost infer --plot``.
     converged : bool or None
         Set by the MCMC samplers at the end of a run: True when every scalar parameter entry has
         split R-hat <= 1.01 and bulk and tail ESS >= 400 (:func:`privpost.diagnostics.check`),
