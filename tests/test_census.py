@@ -146,8 +146,9 @@ def test_cli_declare_and_infer_on_the_census_file(tmp_path, monkeypatch):
         assert res.exit_code == 0, res.output
         summary = json.loads(res.output)["summary"]
         assert len(summary) == 8                        # one share per (county, sex) cell
-        # p[0] is county 001, female: 311 noisy persons of 1200 (σ = 1), posterior sd ≈ 0.013
-        assert abs(summary["p[0]"]["mean"] - 311 / 1200) < 0.06
+        # p[001:female] (named by the release's levels): 311 noisy persons of 1200 (σ = 1),
+        # posterior sd ≈ 0.013
+        assert abs(summary["p[001:female]"]["mean"] - 311 / 1200) < 0.06
 
 
 # ------------------------------------------------------------------------ hostile documents

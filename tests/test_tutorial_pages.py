@@ -380,7 +380,7 @@ def test_census_scale_page_runs():
     doc = json.loads(run_cli(["privpost", "infer", "national.json", "--model",
                               "dirichlet-categorical:alpha=1", "--seed", "1", "--json"]))
     assert doc["latent"] == "counts" and doc["converged"] is True
-    assert abs(doc["summary"]["p[0]"]["mean"] - 71012345 / 3e8) < 1e-4
+    assert abs(doc["summary"]["p[north]"]["mean"] - 71012345 / 3e8) < 1e-4   # named by level
     # "which the max_latent limit refuses"
     _stated(CENSUS, "which the `max_latent` limit refuses")
     code, out = __import__("_docblocks").invoke_cli(

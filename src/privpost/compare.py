@@ -102,12 +102,16 @@ class Comparison:
 
 
 def _entries(post) -> list[tuple[str, str, int]]:
+    """``(label, parameter, flat index)`` of every entry; labels name the axes the release
+    names (:attr:`privpost.posterior.Posterior.axes`), like the summary's."""
+    from privpost.names import entry_label
+
     out = []
     for name in post.param_names:
         shape = post.draws[name].shape[2:]
         for j in range(int(np.prod(shape)) if shape else 1):
-            idx = np.unravel_index(j, shape) if shape else ()
-            out.append((name + (f"[{', '.join(map(str, idx))}]" if shape else ""), name, j))
+            idx = tuple(int(i) for i in np.unravel_index(j, shape)) if shape else ()
+            out.append((entry_label(name, idx, (post.axes or {}).get(name)), name, j))
     return out
 
 
