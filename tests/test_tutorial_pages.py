@@ -426,7 +426,8 @@ def test_interop_page_runs():
     _stated(INTEROP, "`count[sex=001:female]`")
     assert rel.labels[0] == "count[sex=001:female]" and rel.labels[1] == "count[sex=001:male]"
     assert rel.mechanism.scale ** 2 == pytest.approx(1.0) and rel.privacy.rho == 0.5
-    assert "p[7]" in run.output_of("privpost infer county.json")
+    _stated(INTEROP, "`p[001:female]`")
+    assert "p[007:male]" in run.output_of("privpost infer county.json")   # the 8th cell, named
     shares = [ln for ln in run.printed.splitlines() if ln.startswith("county ")]
     assert len(shares) == 4
     for ln in shares:
