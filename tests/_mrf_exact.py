@@ -15,6 +15,8 @@ import itertools
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from _tolerance import K_MCSE
+
 
 def compositions(N: int, k: int) -> np.ndarray:
     """All (h_1..h_k) >= 0 with sum N, shape (C(N+k-1, k-1), k)."""
@@ -113,7 +115,7 @@ def check_damcmc_on_tiny_chain(**infer_kw):
         z.append((d.mean() - m[j]) / math.hypot(se_mc, se[j]))
         z_thesis.append((d.mean() - m_wrong[j]) / math.hypot(se_mc, se_wrong[j]))
         z_prior.append((d.mean() - 1 / 8) / se_mc)
-    assert max(map(abs, z)) < 4, z
+    assert max(map(abs, z)) < K_MCSE, z
     assert max(map(abs, z_prior)) > 8, z_prior
-    assert max(map(abs, z_thesis)) > 4, z_thesis
+    assert max(map(abs, z_thesis)) > K_MCSE, z_thesis
     return post

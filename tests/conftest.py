@@ -12,6 +12,7 @@ import os
 import pytest
 
 import _seed_offset
+import _tolerance
 
 OFFSET = _seed_offset.offset()
 _seed_offset.install(OFFSET)
@@ -21,7 +22,7 @@ if OFFSET:
         p for p in (_site, os.environ.get("PYTHONPATH", "")) if p)
 
 #: Modules whose tests compare random output with a reference under a Monte Carlo tolerance
-#: (tests/_stat.py: K_MCSE). ``make test-seeds`` runs these at several offsets.
+#: (tests/_tolerance.py: K_MCSE). ``make test-seeds`` runs these at several offsets.
 STATISTICAL_MODULES = {
     "test_calibration", "test_cgm_checks", "test_compare", "test_compiled_more_moves",
     "test_compositional_ellipsoid", "test_compositional_methods", "test_compositional_release",
@@ -50,3 +51,70 @@ def pytest_collection_modifyitems(config, items):
         mod = getattr(item, "module", None)
         if mod is not None and mod.__name__ in STATISTICAL_MODULES:
             item.add_marker(pytest.mark.statistical)
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting the Monte Carlo checks (tests/_tolerance.py: N_CHECKS); on with
+# PRIVPOST_TEST_COUNT_CHECKS=1 (``make test-seeds``). A check is counted where its Monte Carlo
+# error or p-value is computed from a test file: each ``arviz.ess`` call (and privpost's
+# ``diagnostics.ess_bulk / ess_mean / mcse_mean / mcse_sd``), each entry of an
+# ``arviz.mcse`` result, each KS / chi-square / binomial test, plus
+# ``_tolerance.count_checks(k)`` for the
+# few checks whose standard error is a closed form.
+
+_COUNT = _tolerance.COUNT
+_TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _install_check_counter():
+    import sys
+
+    import arviz
+    import numpy as np
+    from scipy import stats
+
+    def wrap(mod, name, size):
+        f = getattr(mod, name)
+
+        def counted(*a, **kw):
+            out = f(*a, **kw)
+            if sys._getframe(1).f_code.co_filename.startswith(_TESTS_DIR):
+                _COUNT["n"] += size(out)
+            return out
+
+        counted.__wrapped__ = f
+        setattr(mod, name, counted)
+
+    def entries(out):
+        if hasattr(out, "data_vars"):
+            return sum(int(np.size(out[v].values)) for v in out.data_vars)
+        return int(np.size(out))
+
+    wrap(arviz, "ess", entries)
+    wrap(arviz, "mcse", entries)
+    from privpost import diagnostics
+
+    for name in ("ess_bulk", "ess_mean", "mcse_mean", "mcse_sd"):
+        wrap(diagnostics, name, entries)
+    for name in ("kstest", "ks_1samp", "ks_2samp", "chisquare", "binomtest", "cramervonmises",
+                 "cramervonmises_2samp", "anderson_ksamp"):
+        wrap(stats, name, lambda out: 1)
+
+
+if os.environ.get("PRIVPOST_TEST_COUNT_CHECKS", "").strip() not in ("", "0"):
+    _install_check_counter()
+
+    def pytest_terminal_summary(terminalreporter, exitstatus, config):
+        from _tolerance import K_MCSE, N_CHECKS, P_CHECK, UNCOUNTED
+
+        n = _COUNT["n"] + UNCOUNTED
+        terminalreporter.write_line(
+            f"Monte Carlo checks in this run: {_COUNT['n']} counted + {UNCOUNTED} estimated "
+            f"(budget N_CHECKS = {N_CHECKS}, "
+            f"K_MCSE = {K_MCSE}, P_CHECK = {P_CHECK:.2g})", red=n > N_CHECKS, bold=True)
+
+    def pytest_sessionfinish(session, exitstatus):
+        from _tolerance import N_CHECKS, UNCOUNTED
+
+        if _COUNT["n"] + UNCOUNTED > N_CHECKS and session.exitstatus == 0:
+            session.exitstatus = 1
