@@ -162,7 +162,10 @@ def test_scale_rounding_never_weakens_privacy():
 ])
 def test_seeded_continuous_samples_match_logpdf(mech, half):
     centre = 5.0
-    x = mech.sample(np.full(20_000, centre), seed=2024)
+    # 100,000 draws: a 10% wrong scale moves the CDF by at most ~0.018 (Laplace), so the wrong
+    # variant's KS statistic is ~5.5 / sqrt(n) -> p ~ 1e-26, below 1e-6 at any seed (at 20,000
+    # draws it was ~2.5 / sqrt(n), p ~ 1e-5: seed offset 1 gave 6e-6)
+    x = mech.sample(np.full(100_000, centre), seed=2024)
     cdf = _cdf_from_logpdf(mech, centre, half)
     assert stats.kstest(x, cdf).pvalue > P_CHECK
     # negative control: a 10% wrong scale is detected
