@@ -21,6 +21,7 @@ from privpost.models.linear_regression import LinearRegression
 from privpost.queries import RegressionStats, Sum
 from privpost.release import Release
 
+from _tolerance import P_CHECK
 from test_damcmc import (A_, B_, K_MCSE, N_, S_, beta_bernoulli_exact, laplace_logpdf,
                          sum_release, z_mean, z_scores)
 

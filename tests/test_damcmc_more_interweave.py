@@ -31,6 +31,7 @@ from privpost.models import Dirichlet, LinearRegression, NaiveBayesLogLinear
 from privpost.queries import NaiveBayesCounts
 from privpost.release import Release
 
+from _tolerance import P_CHECK
 from test_damcmc import K_MCSE, _ess, z_cdf, z_mean, z_sd
 
 sys.path.insert(0, str(Path(__file__).parent))

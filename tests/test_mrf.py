@@ -213,12 +213,14 @@ def _ratios(seeds, T):
 def test_cgm_em_improves_over_naive():
     """Chain of 3 ternary nodes, N = 500, eps = 1 (b = 4), Dirichlet(1) edge tables, default
     options. KL(true || CGM-EM) / KL(true || naive) measured on seeds 0..9: 0.95, 0.13, 0.54,
-    1.00, 0.58, 0.11, 0.22, 0.56, 0.60, 0.15 (never above 1.0, mean 0.48). Asserted on seeds
-    0..2 (0.95, 0.13, 0.54): each <= 1.02 and mean < 0.75. Wrong variant: the naive estimate
-    compared with itself has ratio 1, which the mean bound rejects."""
-    ratios = _ratios((0, 1, 2), T=3)
-    assert max(ratios) <= 1.02 and np.mean(ratios) < 0.75, ratios
-    assert not np.mean([1.0, 1.0, 1.0]) < 0.75
+    1.00, 0.58, 0.11, 0.22, 0.56, 0.60, 0.15 (mean 0.48, sd 0.3); not below 1 at every seed
+    (1.06 at seed offset 2), so the claim is on average: the mean ratio over 10 seeds is below
+    1 (its standard error is ~0.3 / sqrt(10) = 0.095, so 1 is ~5 standard errors above the
+    expected mean: a false failure is as rare as K_MCSE allows). Wrong variant: the naive
+    estimate compared with itself has ratio 1, which the bound rejects."""
+    ratios = _ratios(tuple(range(10)), T=3)
+    assert np.mean(ratios) < 1.0, ratios
+    assert not np.mean(np.ones(10)) < 1.0
 
 
 @pytest.mark.slow
