@@ -115,7 +115,9 @@ def test_rules_on_handmade_scores():
 
 def test_default_rule_avoids_heavy_censoring_for_alpha2():
     """Extract §3.6.5: the printed rule always picks 1e-2 for alpha = (0.5, 0.5, 0.5) (28% of
-    records censored); the default (prose, lower-bound test) picks 1e-4 or 1e-5 at n = 1000."""
+    records censored); the default (prose, lower-bound test) picks 1e-4 or smaller at n = 1000
+    (over 300 data sets and noise draws: 1e-4 232 times, 1e-5 64, 1e-6 4 -- so "1e-4 or 1e-5",
+    as first asserted here, fails at about one seed in eight: seed offset 3 drew a 1e-6)."""
     rng = np.random.default_rng(5)
     picks = {"prose": [], "printed": []}
     for rep in range(10):
@@ -124,7 +126,7 @@ def test_default_rule_avoids_heavy_censoring_for_alpha2():
             rs = dpss_release(x, 0.125, 0.375, rule=rule, seed=rep)
             picks[rule].append(parse_dpss(rs).threshold)
     assert set(picks["printed"]) == {0.01}
-    assert set(picks["prose"]) <= {1e-4, 1e-5}
+    assert max(picks["prose"]) <= 1e-4                 # the printed rule's 1e-2 fails this
 
 
 # ------------------------------------------------------------------ the release set

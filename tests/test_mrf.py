@@ -210,17 +210,20 @@ def _ratios(seeds, T):
     return ratios
 
 
+@pytest.mark.slow
 def test_cgm_em_improves_over_naive():
     """Chain of 3 ternary nodes, N = 500, eps = 1 (b = 4), Dirichlet(1) edge tables, default
-    options. KL(true || CGM-EM) / KL(true || naive) measured on seeds 0..9: 0.95, 0.13, 0.54,
-    1.00, 0.58, 0.11, 0.22, 0.56, 0.60, 0.15 (mean 0.48, sd 0.3); not below 1 at every seed
-    (1.06 at seed offset 2), so the claim is on average: the mean ratio over 10 seeds is below
-    1 (its standard error is ~0.3 / sqrt(10) = 0.095, so 1 is ~5 standard errors above the
-    expected mean: a false failure is as rare as K_MCSE allows). Wrong variant: the naive
-    estimate compared with itself has ratio 1, which the bound rejects."""
-    ratios = _ratios(tuple(range(10)), T=3)
+    options: KL(true || CGM-EM) / KL(true || naive). Seeds 0..9 gave 0.95, 0.13, 0.54, 1.00,
+    0.58, 0.11, 0.22, 0.56, 0.60, 0.15 (mean 0.48), which an earlier version of this test
+    asserted as "each <= 1.02, mean of seeds 0..2 < 0.75"; at seed offsets 2 and 3 that failed
+    (1.06; 1.38, and the mean over 10 seeds 1.045). Seeds 10..49: mean 0.75, sd 0.33, 25% above
+    1. The claim that holds is on average, and needs many data sets to be seed-proof: the mean
+    over 50 seeds is below 1 (its standard error ~0.33 / sqrt(50) = 0.047, so 1 is ~5.3
+    standard errors above the expected mean). Wrong variant: the naive estimate compared with
+    itself has ratio 1, which the bound rejects."""
+    ratios = _ratios(tuple(range(50)), T=3)
     assert np.mean(ratios) < 1.0, ratios
-    assert not np.mean(np.ones(10)) < 1.0
+    assert not np.mean(np.ones(50)) < 1.0
 
 
 @pytest.mark.slow
