@@ -37,7 +37,8 @@ test-seeds: $(STAMP)
 	    $(BIN)/python -m pytest -q -m "statistical and not slow" -p no:cacheprovider \
 	    || failed="$$failed $$k"; \
 	done; \
-	if [ -n "$$failed" ]; then echo "statistical tests failed at seed offset(s):$$failed"; exit 1; fi; \
+	if [ -n "$$failed" ]; then \
+	  echo "statistical tests failed at seed offset(s):$$failed"; exit 1; fi; \
 	echo "statistical tests passed at seed offsets $(SEED_OFFSETS)"
 
 bench: $(STAMP)

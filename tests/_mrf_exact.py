@@ -74,9 +74,9 @@ def is_posterior(model, release, f, *, draws=200_000, seed=0, batch=5000, prior_
 def check_damcmc_on_tiny_chain(**infer_kw):
     """3 binary nodes (chain 0-1-2), N = 4, Laplace noise b = 2|C|/eps = 1: damcmc's posterior
     means of the 8 joint probabilities against the exact ones by importance sampling (all 330
-    histograms of 4 records), |z| < 4 against the joint Monte Carlo error; the wrong targets --
+    histograms of 4 records), |z| < K_MCSE against the joint Monte Carlo error; the wrong targets --
     the prior (1/8 each) and the posterior under the thesis's scale |C|/eps = 0.5 -- must be
-    rejected (|z| > 8 and > 4). ``infer_kw`` go to ``pp.infer``; returns the posterior."""
+    rejected (|z| > 8 and > K_MCSE). ``infer_kw`` go to ``pp.infer``; returns the posterior."""
     import math
     from types import SimpleNamespace
 

@@ -12,7 +12,7 @@ from _tolerance import K_MCSE
 
 def test_eq_3_4_holds_at_the_replace_one_scale_not_the_thesis_scale():
     """Pseudo-marginal MSE = mu(1-mu)/N + 2 b^2/N^2 with b = 2|C|/eps (replace-one): measured
-    within 4 MC standard errors at a privacy-dominated and a sampling-dominated setting; the
+    within K_MCSE MC standard errors at a privacy-dominated and a sampling-dominated setting; the
     thesis's |C|/eps prediction (4x smaller privacy term) is rejected where privacy dominates."""
     rows = cgm_naive_checks.mse_check(T=3, K=2, N=(200,), epsilon=(0.2, 50.0), replicates=300,
                                       learned_replicates=0, seed=5, progress=False)

@@ -6,9 +6,9 @@ hyperprior="niw" (beta, sigma2, m, S) inside the compiled DA-MCMC driver (issue 
 * Exactness on the compiled driver with its default (``interweave="auto"``: four compiled moves
   per iteration): naive Bayes against the exact posterior by enumeration of the cell counts
   (tests/test_damcmc_more_interweave.py), the NIW regression against the prior in closed form
-  under a Laplace scale of 1e7 (flat eta); |z| < 4 MCSE. The wrong variant (the log-ratio /
+  under a Laplace scale of 1e7 (flat eta); |z| < K_MCSE. The wrong variant (the log-ratio /
   log-Cholesky walk without its Jacobian, in both the compiled and the Python move so that the
-  up-front check passes) must miss by more than 4 MCSE.
+  up-front check passes) must miss by more than K_MCSE.
 * "auto" takes the compiled move on large runs.
 * Slow: a second process loads the compiled moves from Numba's on-disk cache.
 """

@@ -64,7 +64,8 @@ def test_censoring_bias_against_simulation_of_the_query():
     diff = q.statistic(x) - np.log(x).mean(0)
     se = np.sqrt((np.log(np.maximum(x, a)) - np.log(x)).var(0).sum()) / 3 / math.sqrt(len(x))
     assert abs(diff.mean() - censoring_bias(ALPHAS[4], a)) < K_MCSE * se
-    assert abs(diff.mean() - 0.5 * censoring_bias(ALPHAS[4], a)) > K_MCSE * se   # a wrong value fails
+    # a wrong value fails
+    assert abs(diff.mean() - 0.5 * censoring_bias(ALPHAS[4], a)) > K_MCSE * se
 
 
 @pytest.mark.parametrize("k,want", [(1, (-0.94006, -0.61120)), (2, (-2, -2, -2)),

@@ -2,7 +2,8 @@
 
 Statistical checks compare sampler output with posteriors computed exactly (enumeration or
 closed-form mixtures) with tolerances from the chain's own Monte Carlo error: |estimate - exact|
-< 4 MCSE, MCSE from the ArviZ effective sample size of the relevant function of the draws.
+< K_MCSE MCSE (tests/_tolerance.py: family-wise), MCSE from the ArviZ effective sample size of
+the relevant function of the draws.
 Every statistical check has a companion showing that a deliberately wrong target fails it.
 """
 

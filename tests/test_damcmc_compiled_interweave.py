@@ -3,7 +3,7 @@
 The compiled move (``CompiledModel.interweave``) is the generic path's move with the same
 Generator calls and the same warm-up adaptation, so both paths give the same chain for the same
 seed (up to rounding) -- checked per model. Statistical checks as in tests/test_damcmc.py:
-|estimate - exact| < 4 MCSE against an exact posterior, with a wrong target (or a wrong
+|estimate - exact| < K_MCSE MCSE against an exact posterior, with a wrong target (or a wrong
 acceptance, slow) that must fail. Each compiled model costs one Numba compilation of the
 driver (seconds): only Beta-Bernoulli and the regression run in the default suite.
 """

@@ -2,9 +2,9 @@
 DirichletCategorical (random walk in additive log-ratio coordinates, Jacobian prod_j p_j).
 
 Randomised innovations u | x, lam ~ U(F(x - 1), F(x)) (F the Poisson CDF), x = F^-1(u; lam).
-Statistical checks as in tests/test_damcmc.py: |estimate - exact| < 4 MCSE against the exact
+Statistical checks as in tests/test_damcmc.py: |estimate - exact| < K_MCSE MCSE against the exact
 posterior (n-fold convolution of the clamped-count pmf + quadrature over lam), and a wrong
-innovation law that still round-trips must fail by more than 4 MCSE.
+innovation law that still round-trips must fail by more than K_MCSE MCSE.
 """
 
 from __future__ import annotations

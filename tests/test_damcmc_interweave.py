@@ -1,7 +1,7 @@
 """Tests of the non-centred (interweaving) theta-move of DA-MCMC (``damcmc.run(interweave=...)``).
 
-Statistical checks follow tests/test_damcmc.py: |estimate - exact| < 4 MCSE (MCSE from the ArviZ
-ESS), each with a companion showing that a deliberately wrong acceptance fails.
+Statistical checks follow tests/test_damcmc.py: |estimate - exact| < K_MCSE MCSE (MCSE from the
+ArviZ ESS), each with a companion showing that a deliberately wrong acceptance fails.
 """
 
 from __future__ import annotations

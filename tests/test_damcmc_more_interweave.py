@@ -1,9 +1,9 @@
 """Non-centred (interweaving) theta-moves of DA-MCMC for NaiveBayesLogLinear, Dirichlet and
 LinearRegression's covariate parameters m, S (hyperprior="niw") -- issue 13.
 
-Each move is checked against an exact or independent answer with |z| < 4 (MCSE as in
+Each move is checked against an exact or independent answer with |z| < K_MCSE (MCSE as in
 tests/test_damcmc.py), and a deliberately wrong variant (the walk in free coordinates without the
-Jacobian) must miss it by more than 4 MCSE:
+Jacobian) must miss it by more than K_MCSE MCSE:
 
 * naive Bayes: exact posterior by enumeration of the joint cell counts (Dirichlet-multinomial
   weights times the Laplace density of the released tables);

@@ -178,7 +178,7 @@ def test_starts_are_dispersed_like_renoised_mles(sharp):
 
     ok, ratio = spread_ok(starts)
     assert ok, ratio
-    # centred where the re-noised MLEs are (medians of log alpha within 4 standard errors)
+    # centred where the re-noised MLEs are (medians of log alpha within K_MCSE standard errors)
     se = 1.2533 * np.log(ref).std(0) * np.sqrt(1 / chains + 1 / len(ref))
     assert np.all(np.abs(np.median(np.log(starts), 0) - np.median(np.log(ref), 0)) < K_MCSE * se)
     # the old shared start MLE(s_L) fails the spread check

@@ -95,7 +95,8 @@ def test_mixture_variance_step_matches_numerical_conditional(z, b):
 
     qs = np.quantile(w, [0.05, 0.25, 0.5, 0.75, 0.95])
     # ECDF at its own quantiles vs the numerical CDF: binomial error sd <= 0.5/sqrt(N)
-    assert np.max(np.abs(cdf(qs) - np.array([0.05, 0.25, 0.5, 0.75, 0.95]))) < K_MCSE * 0.5 / math.sqrt(w.size)
+    assert (np.max(np.abs(cdf(qs) - np.array([0.05, 0.25, 0.5, 0.75, 0.95])))
+            < K_MCSE * 0.5 / math.sqrt(w.size))
     mean_num = integrate.quad(lambda t: t * dens(t), 0, upper, points=pts, limit=400)[0] / Z
     assert abs(w.mean() - mean_num) < K_MCSE * w.std() / math.sqrt(w.size)
 
@@ -395,7 +396,7 @@ def _exact_beta_laplace(y, n, b, a0, b0):
 
 def test_matches_exact_private_posterior():
     """Beta-binomial with Laplace noise, n = 400: the private posterior computed exactly
-    (sum over the latent count). gibbs-ss must agree within 4 MCSE plus a CLT allowance of
+    (sum over the latent count). gibbs-ss must agree within K_MCSE MCSE plus a CLT allowance of
     3% of the posterior sd (the binomial CLT error at this n); a wrong noise scale must fail."""
     x, rel = _bern_release(400, 0.35, Laplace(epsilon=0.2), 11)
     b = rel.mechanism.scale

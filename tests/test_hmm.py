@@ -3,8 +3,9 @@
 Label-invariant targets (the prior is symmetric in the states): P(z_a == z_b), the imputed
 true counts E[n_c] (damcmc), and E[theta_{z_0}] (the emission distribution of the first
 cell's state). Exact values: enumerate the state paths (and the true counts), with A and theta
-integrated analytically (Dirichlet-multinomial). Tolerances: |z| < 4 against MCSE from ArviZ's
-ESS; every test also checks that a wrong target is rejected (|z| > 4).
+integrated analytically (Dirichlet-multinomial). Tolerances: |z| < K_MCSE (tests/_tolerance.py)
+against MCSE from ArviZ's ESS; every test also checks that a wrong target is rejected
+(|z| > K_MCSE).
 """
 
 from __future__ import annotations
@@ -457,7 +458,7 @@ def test_heldout_md_aggregates_complete_splits_only():
 def test_compiled_slice_fallback_keeps_truncated_dirichlet(tries):
     """The compiled OPS emission update (rejection, then slice-sampling pairwise moves; forced
     with tries=0) leaves the truncated Dirichlet invariant: the chain mean of every component
-    matches exact rejection draws (ops.truncated_dirichlet) within 4 MCSE, in a box that the
+    matches exact rejection draws (ops.truncated_dirichlet) within K_MCSE MCSE, in a box that the
     rejection step rarely hits; the untruncated mean is rejected (wrong target)."""
     from privpost.inference.hmm import truncated_dirichlet_blocks
     from privpost.inference.ops import truncated_dirichlet

@@ -1,8 +1,8 @@
 """The HMM samplers' run-until-converged default (issue 13) and the state relabelling.
 
 * The default run (no ``draws=``) of damcmc and naive on seed 004's tiny enumerable case reaches
-  the thresholds and matches the exact label-invariant posterior expectations (|z| < 4 against
-  MCSE; the wrong targets of tests/test_hmm.py are rejected, |z| > 4).
+  the thresholds and matches the exact label-invariant posterior expectations (|z| < K_MCSE against
+  MCSE; the wrong targets of tests/test_hmm.py are rejected, |z| > K_MCSE).
 * The stopping logic without timing: a draw budget stops and warns; a run in rounds equals a
   fixed-``draws`` run of the final length (same seed); an expired time budget (``out_of_time``
   forced, no clock) stops after 4 draws per chain, truncates to a common length and warns.
