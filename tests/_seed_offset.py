@@ -90,6 +90,8 @@ def install(k: int, random_module=None) -> None:
         return
     if random_module is None:
         import numpy.random as random_module
+        if _state["k"]:          # that import ran install_on_import's hook: patched already
+            return
     r = random_module
     SS, default_rng, RandomState = r.SeedSequence, r.default_rng, r.RandomState
     _ORIG.update(SeedSequence=SS, default_rng=default_rng, RandomState=RandomState)
