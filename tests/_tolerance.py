@@ -21,11 +21,15 @@ the suite makes at all the seeds it is run at. The rule:
   three times above the normal's.
 
 With ``N_CHECKS = 3000`` and ``RUNS = 6``: ``P_CHECK = 2.8e-6`` and ``K_MCSE = 5.0`` (4.97
-rounded up to one decimal; the normal alone would give 4.69).
+rounded up to one decimal; the normal alone would give 4.69). Measured when this was written:
+652 counted + 300 estimated = 952 checks per run (681 tests), so the budget leaves room for
+the suite to triple; at the measured count the expected number of false failures over the six
+runs is about 0.014 (0.003 if the z-scores were exactly normal).
 
 A wrong variant must fail its check at any seed as well: its |z| must exceed ``K_MCSE`` with
 probability at least ``1 - P_CHECK``, so its expected |z| must exceed ``K_MCSE + 4.6``; the tests
-assert ``> 2 * K_MCSE`` where they can, and a wrong-variant p-value must be below ``P_WRONG``.
+assert ``> 2 * K_MCSE`` where they can; wrong-variant p-values are asserted below 1e-6
+(< ``P_CHECK``), with sample sizes that put their expected value far below that.
 """
 
 from __future__ import annotations
@@ -41,8 +45,6 @@ T_DOF = 100
 
 P_CHECK = FALSE_FAILURES / (RUNS * N_CHECKS)
 K_MCSE = math.ceil(10 * stats.t(T_DOF).isf(P_CHECK / 2)) / 10
-#: A wrong variant's goodness-of-fit p-value must be below this (far below P_CHECK).
-P_WRONG = 1e-9
 
 #: Checks the counter cannot see, per run (a closed-form standard error, or a z / p-value
 #: computed by the library): estimated by hand, with parametrisations, from the sites that
