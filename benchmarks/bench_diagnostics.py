@@ -13,6 +13,12 @@ The *loop* is what ``summarise`` did before: :func:`diagnostics.diagnose` (or th
 ``--repeat`` times each, for ``cheap=True`` (what the run-until-converged rounds call) and
 ``cheap=False`` (``Posterior.summary``); the line gives the medians, their ratio and the largest
 relative difference of any number between the two.
+
+``--arviz`` also times arviz-stats 1.x on the same draws (what ``diagnostics`` would call
+instead of its own code): ``az.summary(kind="diagnostics")`` plus the tail ESS at the 5 % / 95 %
+quantiles (``az.ess(method="tail", prob=(0.05, 0.95))``, the definition privpost uses; the
+summary's own tail ESS uses ``ci_prob``), the DataTree built beforehand; and the CPU cost of
+``import arviz_stats`` in a fresh interpreter against ``import privpost.diagnostics``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -58,6 +66,7 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--arviz", action="store_true")
     a = ap.parse_args()
     draws = hmm_draws(a.states, a.chains, a.draws, a.seed)
     entries = sum(int(np.prod(v.shape[2:])) for v in draws.values())
@@ -80,6 +89,52 @@ def main() -> None:
         lo, hi = float(np.median(t_loop)), float(np.median(t_batch))
         print(f"cheap={cheap!s:5}  loop {lo:7.3f} s  batched {hi:7.3f} s  ratio {lo / hi:5.1f}x  "
               f"max rel diff {diff:.1e}")
+
+
+    if a.arviz:
+        arviz_stats(draws, a.repeat)
+
+
+def _import_cpu(module: str, repeat: int) -> float:
+    """Median user+sys CPU seconds of ``python -c "import MODULE"`` (fresh interpreters)."""
+    code = ("import os, time; t = os.times(); import %s; u = os.times(); "
+            "print(u.user - t.user + u.system - t.system)" % module)
+    return float(np.median([float(subprocess.run([sys.executable, "-c", code], check=True,
+                                                 capture_output=True, text=True).stdout)
+                            for _ in range(repeat)]))
+
+
+def arviz_stats(draws: dict, repeat: int) -> None:
+    import warnings
+
+    import arviz_base as azb
+    import arviz_stats as azs
+
+    tree = azb.from_dict({"posterior": draws})
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table = azs.summary(tree, kind="diagnostics", round_to="none")
+            tail = azs.ess(tree, method="tail", prob=(0.05, 0.95))
+        return table, tail
+
+    run()
+    t_az, t_pp = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        table, tail = run()
+        t_az.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        ours = dg.summarise(draws)
+        t_pp.append(time.perf_counter() - t0)
+    diff = max(abs(ours[k][c] - float(table.loc[k, c])) / max(abs(float(table.loc[k, c])), 1e-300)
+               for k in ours for c in ("ess_bulk", "r_hat", "mcse_mean", "mcse_sd"))
+    lo, hi = float(np.median(t_az)), float(np.median(t_pp))
+    print(f"arviz-stats summary + tail ESS {lo:7.3f} s  privpost batched {hi:7.3f} s  ratio "
+          f"{lo / hi:5.1f}x  max rel diff (bulk ESS, R-hat, MCSEs) {diff:.1e}")
+    print(f"import CPU: arviz_stats {_import_cpu('arviz_stats', repeat):.2f} s, "
+          f"privpost.diagnostics {_import_cpu('privpost.diagnostics', repeat):.2f} s")
 
 
 if __name__ == "__main__":

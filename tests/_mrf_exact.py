@@ -111,7 +111,7 @@ def check_damcmc_on_tiny_chain(**infer_kw):
     z, z_thesis, z_prior = [], [], []
     for j in range(8):
         d = vals[..., j]
-        se_mc = d.std() / math.sqrt(float(az.ess(d, method="mean")))
+        se_mc = d.std() / math.sqrt(float(az.ess(np.atleast_2d(d), method="mean")))
         z.append((d.mean() - m[j]) / math.hypot(se_mc, se[j]))
         z_thesis.append((d.mean() - m_wrong[j]) / math.hypot(se_mc, se_wrong[j]))
         z_prior.append((d.mean() - 1 / 8) / se_mc)

@@ -123,14 +123,15 @@ def test_a_worker_always_dying_is_a_clear_error_and_finished_replicates_are_kept
                                                                                  tmp_path):
     _wait_for_workers(cluster)
     with pytest.raises(PrivpostError, match=r"failed on the Dask cluster|no replicate "
-                       r"finished within 120 s") as err:
+                       r"finished within 120 s|lost the Dask cluster") as err:
         _study(methods={"w": dies_always}, scheduler=cluster.scheduler_address,
                scheduler_timeout=120, outdir=tmp_path, epsilon=(1.0,), replicates=2)
     kept = sorted(p.relative_to(tmp_path / "replicates").as_posix()
                   for p in (tmp_path / "replicates").rglob("*.parquet"))
-    if "no replicate finished" in str(err.value):
+    if "no replicate finished" in str(err.value) or "lost the Dask cluster" in str(err.value):
         # seen once in eight loaded runs: the nannies had not restarted any worker 120 s
-        # after the deaths; the runner stopped with the stall error instead of hanging
+        # after the deaths; the runner stopped with the stall error instead of hanging (now,
+        # with no worker connected for 60 s, the lost-cluster error comes first; issue #23)
         assert len(kept) <= 2, kept
         return
     assert re.search(r"2 replicate\(s\) failed on the Dask cluster \(the first 3 times: its "
@@ -191,7 +192,7 @@ def test_a_failed_result_fetch_is_retried_then_resubmitted(monkeypatch):
 
     client = Client()
     monkeypatch.setattr(dr, "_client_for", lambda s, t: (client, False))
-    monkeypatch.setattr(dr, "_wait_first", lambda futs, timeout: futs[:1])
+    monkeypatch.setattr(dr, "_wait_first", lambda futs, timeout, watch=None: futs[:1])
     got = {}
     dr.run_dask([0, 1, 2], "tcp://x", lambda t, r: got.__setitem__(t, r), fn=None,
                 stall_timeout=5, connect_timeout=1)

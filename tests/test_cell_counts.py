@@ -152,7 +152,7 @@ def test_cli_release_cells(tmp_path):
     rel = pp.Release.load(out)
     assert rel.query.name == "cell_counts" and rel.mechanism.scale == 2.0
     assert rel.privacy.epsilon == 2.0 and rel.metadata["regions"] == ["N", "S"]
-    res = CliRunner().invoke(app, ["release-cells", str(p), "-o", str(out), "-f", "nope",
+    res = CliRunner().invoke(app, ["release-cells", str(p), "-o", str(tmp_path / "r2.json"), "-f", "nope",
                                    "--epsilon", "1"])
     assert res.exit_code == 1 and "missing column" in " ".join(res.output.split())
     assert "Traceback" not in res.output

@@ -157,7 +157,7 @@ def test_dpremcmc_record_step_has_the_w_minus_1_term():
                       warmup=200, chains=2, seed=3, progress=False, cores=1, fast_path=False)
     le = post.sample_stats["log_eta"]
     import arviz as az
-    ess = float(az.ess(le))
+    ess = float(az.ess(np.atleast_2d(le)))
     se = le.std() / math.sqrt(ess)
     assert abs(le.mean() - expect(w)) < K_MCSE * se
     assert abs(le.mean() - expect(1.0)) > 6 * se

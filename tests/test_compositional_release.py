@@ -232,7 +232,7 @@ def test_cli_dpss(tmp_path, comps):
     assert res.exit_code == 0, res.output
     assert "1-DP" in res.output and parse_dpss(ReleaseSet.load(out)).n1 == 100
     res = runner.invoke(app, ["dpss", str(p), "--column", "a", "--column", "b", "--column", "zz",
-                              "--epsilon1", "1", "--epsilon2", "1", "-o", str(out)])
+                              "--epsilon1", "1", "--epsilon2", "1", "-o", str(out) + ".2"])
     assert res.exit_code == 1 and "zz" in res.output and "Traceback" not in res.output
 
 

@@ -42,7 +42,7 @@ from _tolerance import K_MCSE  # noqa: E402  (family-wise; tests/_tolerance.py)
 def _ess(x) -> float:
     import arviz as az
 
-    return float(az.ess(np.asarray(x, dtype=float), method="mean"))
+    return float(az.ess(np.atleast_2d(np.asarray(x, dtype=float)), method="mean"))
 
 
 def z_mean(draws, exact) -> float:
@@ -186,7 +186,7 @@ def test_huge_noise_gives_the_prior():
     """epsilon -> 0: eta is flat, the private posterior is the prior."""
     rel = sum_release(N_, S_, Laplace(scale=1e7))
     post = run(BetaBernoulli(A_, B_), rel, draws=3000, warmup=100, chains=4, seed=6,
-               cores=1, progress=False)
+               cores=1, progress=False, latent="records")
     ref = stats.beta(A_, B_)
     z = z_scores(_theta(post), ref.mean(), ref.std(), {q: ref.ppf(q) for q in (0.1, 0.9)})
     assert all(abs(v) < K_MCSE for v in z.values()), z
@@ -608,7 +608,7 @@ class _InterruptingModel(BetaBernoulli):
 def test_interrupt_in_process_returns_partial_posterior():
     rel = sum_release(N_, S_, Laplace(scale=1.0))
     post = run(_InterruptingModel(at=700), rel, draws=1000, warmup=100, chains=2, seed=1,
-               cores=1, progress=False)
+               cores=1, progress=False, latent="records")
     n_draws = post.draws["theta"].shape[1]
     assert 0 < n_draws < 1000
     assert post.draws["theta"].shape == (2, n_draws)
@@ -636,7 +636,7 @@ def test_interrupt_with_worker_processes():
 def test_posterior_exports_to_arviz():
     rel = sum_release(N_, S_, Laplace(scale=1.0))
     post = run(BetaBernoulli(A_, B_), rel, draws=100, warmup=10, chains=2, seed=1, cores=1,
-               progress=False)
+               progress=False, latent="records")
     idata = post.to_arviz()
     assert "accept_rate" in idata.sample_stats
     assert post.model is not None and post.release is not None

@@ -83,7 +83,7 @@ def _laplace(b):
 def _ess(x):
     import arviz as az
 
-    return float(az.ess(np.asarray(x, dtype=float), method="mean"))
+    return float(az.ess(np.atleast_2d(np.asarray(x, dtype=float)), method="mean"))
 
 
 @pytest.mark.parametrize("n, eps, y", [

@@ -36,7 +36,7 @@ def _mcse(post, name, idx=()):
     import arviz as az
 
     x = post.draws[name][(slice(None), slice(None)) + idx]
-    ess = float(az.ess(x))
+    ess = float(az.ess(np.atleast_2d(x)))
     return float(np.std(x)) / math.sqrt(ess)
 
 
@@ -379,7 +379,7 @@ def test_truncated_sum_can_be_bimodal():
     upper = float(w[lam > 6].sum())
     assert 0.1 < upper < 0.3
     ind = (post.draws["lam"] > 6).astype(float)
-    ess = float(az.ess(ind))
+    ess = float(az.ess(np.atleast_2d(ind)))
     assert abs(ind.mean() - upper) < 4 * math.sqrt(upper * (1 - upper) / ess) + 0.02
 
 

@@ -548,5 +548,5 @@ def test_collapsed_step_improves_mixing():
     ess = {}
     for col in (False, True):
         post = R.run(model, rel, draws=2000, warmup=1000, chains=4, seed=3, collapsed=col)
-        ess[col] = min(float(az.ess(post.draws["beta"][:, :, j])) for j in range(3))
+        ess[col] = min(float(az.ess(np.atleast_2d(post.draws["beta"][:, :, j]))) for j in range(3))
     assert ess[True] > 3 * ess[False]

@@ -89,7 +89,7 @@ def _mcse_z(samples, exact):
     x = np.asarray(samples, dtype=float)
     if np.ptp(x) == 0:
         return 0.0 if x.flat[0] == exact else np.inf
-    ess = float(az.ess(x))
+    ess = float(az.ess(np.atleast_2d(x)))
     se = x.std(ddof=1) / np.sqrt(ess)
     return (x.mean() - exact) / se
 
@@ -127,14 +127,15 @@ def _noisy_options(obs, scale):
     return opts
 
 
-def test_damcmc_matches_enumeration():
+@pytest.mark.parametrize("latent", ["records", "counts"])
+def test_damcmc_matches_enumeration(latent):
     obs = np.array([1.6, 0.2, -0.4, 1.3, 0.3, 2.2])
     rel = _release(obs)
     model = HiddenMarkovNB(K, [2], alpha=ALPHA, beta=BETA)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = pp.infer(model, rel, method="damcmc", draws=6000, warmup=300, chains=3, seed=11,
-                        keep_counts=True)
+                        keep_counts=True, latent=latent)
     assert post.exact
     same01, same12, theta_z0 = _chain_targets(post, K)
     counts = post.sample_stats["counts"][..., 1]      # level-1 count per cell
@@ -150,7 +151,7 @@ def test_damcmc_matches_enumeration():
     assert max(abs(v) for v in zw) > K_MCSE, zw
 
 
-@pytest.mark.parametrize("z_sampler", ["collapsed", "ffbs"])
+@pytest.mark.parametrize("z_sampler", ["collapsed", "ffbs", "marginal"])
 def test_nonprivate_gibbs_matches_enumeration(z_sampler):
     """Eq. 68-69 Gibbs (or the FFBS variant) on exact counts = the non-private HMM posterior
     (3 levels, 3 cells)."""
@@ -268,8 +269,8 @@ def test_hostile_inputs_and_cli(tmp_path):
         pp.infer(HiddenMarkovNB(2, [2]), rel, method="naive", heldout=np.ones(3))
     huge = Release(query=CellCounts([2], [[10**9]]), mechanism=rel.mechanism, n=10**9,
                    observed=np.zeros(2))
-    with pytest.raises(pp.errors.PrivpostError, match="use method='naive'"):
-        pp.infer(HiddenMarkovNB(2, [2]), huge, method="damcmc")
+    with pytest.raises(pp.errors.PrivpostError, match="use latent='counts'"):
+        pp.infer(HiddenMarkovNB(2, [2]), huge, method="damcmc", latent="records")
     path = tmp_path / "rel.json"
     rel.save(path)
     res = CliRunner().invoke(app, ["infer", str(path), "--model", "hmm:n_states=2,n_levels=2;",

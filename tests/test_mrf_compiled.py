@@ -97,7 +97,7 @@ def test_fast_and_generic_paths_agree_on_a_loopy_model():
                              for nm in model.names], axis=-1)
         mu = np.stack([[model.marginals(t)[1] for t in ch] for ch in th])   # (chains, draws, d)
         mean = mu.mean((0, 1))
-        se = np.array([mu[..., j].std() / math.sqrt(float(az.ess(mu[..., j], method="mean")))
+        se = np.array([mu[..., j].std() / math.sqrt(float(az.ess(np.atleast_2d(mu[..., j]), method="mean")))
                        for j in range(mu.shape[-1])])
         res[fp] = (mean, se)
     z = (res[True][0] - res[False][0]) / np.hypot(res[True][1], res[False][1])

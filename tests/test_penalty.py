@@ -399,7 +399,7 @@ def test_cli_penalty(tmp_path):
     assert doc["privacy"]["epsilon"] <= 2 and doc["iterations"] > 10
     rel = P.PenaltyRelease.load(out)
     assert len(rel.owner_sizes) == 2 and rel.n == 300
-    bad = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(out), "--model",
+    bad = CliRunner().invoke(app, ["penalty", str(csv), "-o", str(out) + ".2", "--model",
                                    "normal-inverse-gamma", "--column", "y", "--epsilon", "2",
                                    "--delta", "1e-6"])
     assert bad.exit_code == 1 and "no proved sensitivity" in bad.output
@@ -424,10 +424,10 @@ def test_cli_inspect_penalty_transcript_and_bounds(tmp_path):
     assert shown.exit_code == 0, shown.output
     assert "penalty MCMC transcript" in shown.output and "acceptance rate" in shown.output
     rel = P.PenaltyRelease.load(out)
-    assert f"{rel.noise_sd:.6g}" in shown.output
+    assert f"{rel.ratio_sd:.6g}" in shown.output and f"{rel.release_sd:.6g}" in shown.output
     # a transcript whose noise was understated is refused, naming the field
     doc = json.loads(out.read_text())
-    doc["noise_sd"] = doc["noise_sd"] / 10
+    doc["release_sd"] = doc["release_sd"] / 10
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     refused = CliRunner().invoke(app, ["inspect", str(bad)])

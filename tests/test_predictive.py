@@ -83,7 +83,7 @@ def test_predictive_cli_arviz_groups_and_plot(tmp_path, count_release):
     assert doc["predictive"]["replicates"] == 400
     assert 0 <= doc["predictive"]["coordinates"]["sum(x)"]["p"] <= 1
     idata = az.from_netcdf(str(nc))
-    assert {"posterior_predictive", "observed_data"} <= set(idata.groups())
+    assert {"posterior_predictive", "observed_data"} <= set(idata.children)
     assert idata.posterior_predictive["released"].shape == (2, 200, 1)
     assert float(idata.observed_data["released"][0]) == S_OBS
     assert png.read_bytes()[:4] == b"\x89PNG"

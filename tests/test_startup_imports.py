@@ -196,9 +196,10 @@ def test_damcmc_infer_initialises_numba_without_scipy_linalg(regression_release)
     mods = _modules_after(_cli(*args))
     assert "numba.np.arraymath" in mods and "privpost.inference.damcmc" in mods
     assert "scipy.linalg.cython_blas" in mods
+    # (scipy._external: SciPy >= 1.18 vendors `packaging` there, imported by scipy itself)
     assert sorted(m for m in mods if m.startswith("scipy.") and m.split(".")[1] not in
-                  ("_lib", "__config__", "_cyutility", "_distributor_init", "version")) == [
-        "scipy.linalg.cython_blas"]
+                  ("_lib", "__config__", "_cyutility", "_distributor_init", "version",
+                   "_external")) == ["scipy.linalg.cython_blas"]
     assert _heavy(mods, ("arviz", "pandas", "matplotlib", "xarray")) == []
     off = _modules_after("import privpost._blas_preload as b\n"
                          "b.preload_cython_blas = lambda: False\n" + _cli(*args))

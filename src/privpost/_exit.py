@@ -7,8 +7,9 @@ down every module and collecting Numba's and LLVM's objects -- costs about 0.25 
 matter to the user: the ``atexit`` handlers run (multiprocessing, Rich, user registrations),
 ``sys.stdout``/``sys.stderr`` are flushed, and the exit status is the one ``sys.exit`` would
 give. It is used only by the console entry point :func:`privpost.cli.main`, only after a
-command has marked the process as safe (:func:`allow`: the command wrote no file, so no
-half-flushed file object can be lost), and only when no other non-daemon thread is alive (those
+command has marked the process as safe (:func:`allow`: the command left no file open -- it
+wrote none, or closed what it wrote, e.g. ``Posterior.to_netcdf`` -- so no half-flushed file
+object can be lost), and only when no other non-daemon thread is alive (those
 the normal exit would wait for). Otherwise the normal exit runs.
 """
 
@@ -23,7 +24,7 @@ _STATE = {"allowed": False}
 
 
 def allow() -> None:
-    """Mark this process as safe to leave quickly (called by a command that wrote no file)."""
+    """Mark this process as safe to leave quickly (called by a command that left no file open)."""
     _STATE["allowed"] = True
 
 

@@ -46,16 +46,20 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         times: Optional[str] = typer.Option(None, help="Public time codes (default: those in "
                                             "the file)."),
         seed: Optional[int] = typer.Option(None, help="Seed (testing only)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing output file "
+                                   "(without it an existing file is never replaced)."),
     ):
         """Release the counts n[region, time, feature, level] of a long-format report file.
 
         Each feature's count vector has L1 sensitivity 2 (replace-one); features compose
         sequentially, cells in parallel: one Laplace scale 2D/epsilon on every count.
         """
+        from privpost.cli import _check_overwrite
         from privpost.cell_counts import load_long_csv
         from privpost.mechanisms import mechanism_from_dict
         from privpost.release import release
 
+        _check_overwrite(output, force)
         feats = list(feature)
         if (epsilon is None) == (epsilon_per_feature is None) and rho is None:
             raise PrivpostError("give exactly one of --epsilon (total) or --epsilon-per-feature")
@@ -81,6 +85,9 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         rel = release(data_.records, query=q, mechanism=mech, seed=seed, metadata=meta)
         rel.save(output)
         R, T = q.cell_sizes.shape
+        from privpost.cli import _print_not_covered, _privacy_text
+
         out.print(f"wrote [bold]{output}[/]: counts of {rel.n} reports in {R} x {T} cells, "
                   f"{len(feats)} features, {mech.name} scale {rel.mechanism.scale:.6g}; "
-                  f"privacy {rel.privacy}")
+                  f"privacy {_privacy_text(rel.privacy)}", highlight=False)
+        _print_not_covered(rel)

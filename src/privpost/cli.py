@@ -42,7 +42,11 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version_cal
 
 
 def _fail(message: str, code: int = 1):
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """One line on stderr (not wrapped, length-bounded, the text printed as is) and exit."""
+    from privpost.errors import bounded
+
+    err.print(f"[bold red]error:[/] {escape(bounded(message))}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -147,6 +151,10 @@ def _build(builder, doc: dict, what: str):
         raise PrivpostError(f"{what}: {exc}") from None
 
 
+#: the --force option of every command that writes a file (one text, one behaviour)
+_FORCE_HELP = "Overwrite an existing output file (without it an existing file is never replaced)."
+
+
 @app.command("release", cls=_ReleaseCommand)
 @handles_errors
 def release_cmd(
@@ -181,7 +189,7 @@ def release_cmd(
     neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
     seed: Optional[int] = typer.Option(None, help="Seed for a reproducible release (testing "
                                        "only; real releases use OS entropy)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
 ):
     """Make a private release of a CSV/Parquet file of confidential records.
@@ -233,6 +241,7 @@ def release_cmd(
     rel = release(records, query=q, mechanism=m, neighbours=doc.get("neighbours", neighbours),
                   seed=seed, metadata={"source": Path(data).name})
     rel.save(output)
+    notes = list(notes) + _not_covered_notes(rel)
     if as_json:
         _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
     else:
@@ -244,22 +253,30 @@ def release_cmd(
             out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
 
 
-def _check_overwrite(path: Path, force: bool) -> None:
-    if path.exists() and not force:
+def _check_overwrite(path: Optional[Path], force: bool, option: str = "-o") -> None:
+    """Refuse, before any work, to replace an existing ``path`` unless ``force``: a second
+    private release must never silently replace the first (issue #23). Every command that
+    writes a file calls it (release, declare, release-cells, dpss, bundle, penalty, infer -o /
+    --predictive-plot, compare --plot)."""
+    if path is not None and Path(path).exists() and not force:
         raise PrivpostError(f"{path} exists: pass --force to overwrite it, or choose another "
-                            "-o file")
+                            f"{option} file")
 
 
 # ---------------------------------------------------------------------------- declare
 @app.command("declare", cls=_DeclareCommand)
 @handles_errors
 def declare_cmd(
-    value: list[str] = typer.Option(..., help="Published noisy value(s), in the order of the "
-                                    "query's coordinates: --value 412.7, or --value 118,124,130."),
-    n: int = typer.Option(..., "--n", help="Public number of records."),
-    query: str = typer.Option(..., help="count (a sum of 0/1 records), sum, mean, histogram, "
-                              "truncated_sum, regression_stats, covariate_moments, "
-                              "naive_bayes_counts."),
+    value: Optional[list[str]] = typer.Option(None, help="Published noisy value(s), in the "
+                                              "order of the query's coordinates: --value 412.7, "
+                                              "or --value 118,124,130."),
+    n: Optional[int] = typer.Option(None, "--n", help="Public number of records."),
+    query: Optional[str] = typer.Option(None, help="count (a sum of 0/1 records), sum, mean, "
+                                        "histogram, truncated_sum, regression_stats, "
+                                        "covariate_moments, naive_bayes_counts."),
+    census: Optional[Path] = typer.Option(None, help="A census-style noisy measurement file "
+                                          "(JSON layout, or CSV with --n; docs/interop.md) "
+                                          "instead of --value/--query."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the release JSON."),
     bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH', or per "
                                                "column 'NAME=LOW,HIGH' (repeatable)."),
@@ -277,9 +294,10 @@ def declare_cmd(
                                             "(when the scale is not published)."),
     delta: Optional[float] = typer.Option(None, help="Privacy target delta (Gaussian)."),
     rho: Optional[float] = typer.Option(None, help="zCDP target rho (Gaussian family)."),
-    neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
+    neighbours: Optional[str] = typer.Option(None, help="replace (bounded DP, the default) or "
+                                             "add-remove (a census file's own, or add-remove)."),
     source: str = typer.Option("", help="Where the numbers come from (stored in the release)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the release document as JSON."),
 ):
     """Write a release document from published numbers (no records needed).
@@ -293,6 +311,14 @@ def declare_cmd(
     from privpost.queries import query_from_dict
 
     _check_overwrite(output, force)
+    if census is not None:
+        return _declare_census(census, n, neighbours, output, as_json,
+                               given=[f for f, v in (("--value", value), ("--query", query))
+                                      if v is not None])
+    for flag, v in (("--value", value), ("--n", n), ("--query", query)):
+        if v is None:
+            raise PrivpostError(f"{flag} is missing (or give --census FILE)")
+    neighbours = neighbours or "replace"
     values = []
     for item in value:
         for tok in item.split(","):
@@ -318,6 +344,7 @@ def declare_cmd(
     meta = {"source": source} if source else {}
     rel = declare(values, query=q, mechanism=m, n=n, neighbours=neighbours, metadata=meta)
     rel.save(output)
+    notes = list(notes) + _not_covered_notes(rel)
     if as_json:
         _emit_json({"output": str(output), "notes": notes, **rel.to_dict()})
         return
@@ -327,6 +354,30 @@ def declare_cmd(
               f"{_privacy_text(rel.privacy)}", highlight=False)
     for note in notes:
         out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
+
+
+def _declare_census(path: Path, n, neighbours: str, output: Path, as_json: bool, given) -> None:
+    """``declare --census``: the noisy measurement file's release(s) written as one document."""
+    from privpost.census import read_census
+
+    if given:
+        raise PrivpostError(f"{given[0]} cannot be combined with --census (the file states the "
+                            "values and the tables)")
+    csv = path.suffix.lower() == ".csv"
+    if not csv and (n is not None or neighbours is not None):
+        raise PrivpostError(f"{'--n' if n is not None else '--neighbours'}: a JSON census file "
+                            "states it itself; drop the flag")
+    rel = read_census(path, n=n if csv else None, neighbours=neighbours or "add-remove")
+    rel.save(output)
+    if as_json:
+        _emit_json({"output": str(output), **rel.to_dict()})
+        return
+    rels = getattr(rel, "releases", [rel])
+    out.print(f"wrote [bold]{output}[/]: {len(rels)} census table"
+              f"{'s' if len(rels) > 1 else ''} of {rels[0].n} persons "
+              f"({', '.join(f'{r.dim} cells' for r in rels)}), discrete Gaussian noise; "
+              f"{_privacy_text(rel.privacy if len(rels) == 1 else rel.total_privacy())}",
+              highlight=False)
 
 
 # ---------------------------------------------------------------------------- inspect
@@ -364,6 +415,25 @@ def _check_infer_options(level: float, output, seed) -> None:
             raise PrivpostError(f"--output {output}: the directory {parent} is not writable")
 
 
+def _not_covered_notes(doc) -> list[str]:
+    """What a release (set) publishes exactly that its stated guarantee does not cover, as
+    notes (:meth:`privpost.queries.Query.not_covered`: the HMM cell sizes)."""
+    return [f"NOT covered by the privacy guarantee: {text}"
+            for text in getattr(doc, "not_covered", ())]
+
+
+def _print_not_covered(doc) -> None:
+    for note in _not_covered_notes(doc):
+        out.print(f"[bold red]{escape(note)}[/]", highlight=False)
+
+
+def _privacy_statement(doc) -> dict:
+    """``{"guarantee": ..., "not_covered": [...]}`` of a release, release set or transcript."""
+    p = doc.total_privacy() if hasattr(doc, "total_privacy") else getattr(doc, "privacy", None)
+    return {"guarantee": p.to_dict() if p is not None else None,
+            "not_covered": list(getattr(doc, "not_covered", ()))}
+
+
 def _privacy_text(p) -> str:
     if p.kind == "pure":
         return f"{p.epsilon:g}-DP ({p.neighbours} neighbours)"
@@ -391,6 +461,7 @@ def inspect_cmd(
             out.rule(f"release {i}")
             _print_release(item)
         out.print(f"[bold]total privacy cost:[/] {_privacy_text(doc.total_privacy())}")
+        _print_not_covered(doc)
     else:
         _print_release(doc)
 
@@ -404,6 +475,10 @@ def _load_release_or_set(path: Path):
     raw = _parse_json(_read_text(path))
     if isinstance(raw, dict) and raw.get("schema") == SET_SCHEMA:
         return ReleaseSet.from_dict(raw)
+    if isinstance(raw, dict) and raw.get("schema") == "privpost.census-nmf/1":
+        from privpost.census import census_from_dict   # noisy measurements (docs/interop.md)
+
+        return census_from_dict(raw)
     if isinstance(raw, dict) and raw.get("schema") == "privpost.penalty-release/1":
         from privpost.inference.penalty import PenaltyRelease   # a penalty-MCMC transcript
 
@@ -418,7 +493,8 @@ def _print_penalty_transcript(rel) -> None:
             ("variant", rel.variant), ("records n", str(rel.n)),
             ("owners", str(len(rel.owner_sizes))), ("iterations k", str(rel.iterations)),
             ("proposal half-width h", f"{rel.h:.6g}"),
-            ("noise sd of the log-ratio", f"{rel.noise_sd:.6g}"),
+            ("noise sd of the log-ratio (ratio_sd)", f"{rel.ratio_sd:.6g}"),
+            ("noise sd of each released value (release_sd)", f"{rel.release_sd:.6g}"),
             ("sensitivity of the log-ratio", f"{rel.sensitivity:.6g}"),
             ("clipping", "none (exact penalty)" if rel.clip is None
              else f"+-{rel.clip:g}*|theta'-theta| (approximate)"),
@@ -438,18 +514,21 @@ def bundle_cmd(
                                 "they are composed with (epsilon, delta) parts."),
     description: str = typer.Option("", help="Free text stored in the set."),
     as_json: bool = typer.Option(False, "--json", help="Print the set's total privacy as JSON."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Group several releases of one data set into a release set with its total privacy cost."""
     from privpost.release import Release, ReleaseSet
 
+    _check_overwrite(output, force)
     rset = ReleaseSet([Release.load(p) for p in releases], delta=delta, description=description)
     rset.save(output)
     total = rset.total_privacy()
     if as_json:
         _emit_json({"output": str(output), "releases": len(releases),
-                    "total_privacy": total.to_dict()})
+                    "total_privacy": total.to_dict(), "not_covered": list(rset.not_covered)})
     else:
         out.print(f"wrote [bold]{output}[/]: {len(releases)} releases, total {_privacy_text(total)}")
+        _print_not_covered(rset)
 
 
 def _print_release(rel) -> None:
@@ -462,6 +541,8 @@ def _print_release(rel) -> None:
         table.add_row(f"sensitivity ({m.sensitivity_norm.upper()})", f"{m.sensitivity:g}")
     table.add_row("noise scale" if m.scale is not None else "noise", _noise_text(m))
     table.add_row("privacy", _privacy_text(rel.privacy))
+    for text in rel.not_covered:
+        table.add_row("[bold red]NOT covered[/]", f"[bold red]{escape(text)}[/]")
     out.print(table)
     vals = Table(title="observed (noisy) values")
     vals.add_column("coordinate")
@@ -577,6 +658,7 @@ def infer_cmd(
                                                    "(implies --predictive)."),
     strict: bool = typer.Option(False, "--strict", help="Exit with status 3 when an MCMC run "
                                 "misses split R-hat <= 1.01 or bulk/tail ESS >= 400."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Posterior of a model's parameters given a release."""
     import warnings
@@ -586,6 +668,8 @@ def infer_cmd(
     from privpost.inference import infer
 
     _check_infer_options(level, output, seed)
+    _check_overwrite(output, force)
+    _check_overwrite(predictive_plot, force, "--predictive-plot")
     if "," in method:       # several methods: the comparison table (None: each method's own)
         return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
                             option, as_json, None)
@@ -611,19 +695,29 @@ def infer_cmd(
     if output is not None:
         post.to_netcdf(output)
     if as_json:
+        from privpost.inference._count_latent import latent_of
+
+        latent, table = latent_of(post)
         _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
-                    "notes": post.notes, "inferred_from_release": inferred,
+                    "latent": latent, "latent_table": table,
+                    "notes": post.notes, "release_privacy": _privacy_statement(rel),
+                    "inferred_from_release": inferred,
                     "output": str(output) if output else None,
                     "summary": post.summary_rows(level=level),
                     "predictive": check.to_dict() if check is not None else None})
     else:
         _print_summary(post, level)
+        if getattr(rel, "not_covered", ()):
+            p = rel.total_privacy() if hasattr(rel, "total_privacy") else rel.privacy
+            out.print(f"release privacy: {_privacy_text(p)}", highlight=False)
+            _print_not_covered(rel)
         if check is not None:
             _print_predictive(check)
         for path_written in (output, predictive_plot):
             if path_written is not None:
                 out.print(f"wrote [bold]{path_written}[/]")
-    if output is None and predictive_plot is None:   # no file written: may exit quickly
+    # no file left open (to_netcdf has closed the netCDF file it wrote): may exit quickly
+    if predictive_plot is None:
         from privpost._exit import allow
 
         allow()
@@ -671,8 +765,10 @@ def compare_cmd(
         None, "--option", help="KEY=VALUE for every method, or METHOD.KEY=VALUE for one "
         "(e.g. --option gibbs-ss.covariate_moments=prior)."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Run every applicable method on one release: one table and an overlay plot."""
+    _check_overwrite(plot, force, "--plot")
     _run_compare(path, model, methods, draws, warmup, chains, seed, level, progress, option,
                  as_json, plot)
 
@@ -766,8 +862,9 @@ def penalty_cmd(
     bounds: Optional[str] = typer.Option(None, help="Public data bounds 'LOW,HIGH' (normal)."),
     iterations: Optional[int] = typer.Option(None, help="Iterations k (sigma is calibrated); "
                                              "default: the most the budget allows."),
-    noise_sd: Optional[float] = typer.Option(None, help="Noise sd of the log-ratio (default "
-                                             "2.4) when --iterations is not given."),
+    noise_sd: Optional[float] = typer.Option(None, help="Noise sd of the log acceptance ratio, "
+                                             "all owners together (default 2.4) when "
+                                             "--iterations is not given; honoured as given."),
     step: float = typer.Option(1.0, help="Box random-walk half-width c (h = c n^-alpha)."),
     variant: str = typer.Option("general", help="general (Algorithms 1/2) or expfam (3)."),
     accountant: str = typer.Option("tight", help="tight (exact Gaussian DP) or advanced "
@@ -782,6 +879,7 @@ def penalty_cmd(
     posterior: Optional[Path] = typer.Option(None, help="Also write the posterior (netCDF)."),
     progress: bool = typer.Option(True, help="Show progress."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
+    force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Penalty MCMC (Yildirim 2016) on a CSV: the curator's private Metropolis chain."""
     import warnings as _w
@@ -789,12 +887,14 @@ def penalty_cmd(
     from privpost.inference.penalty import penalty_mcmc
     from privpost.io import read_records
 
+    _check_overwrite(output, force)
+    _check_overwrite(posterior, force, "--posterior")
     records = read_records(data, list(column))
     owners = None
     if owner_column is not None:
-        import pandas as pd
-        frame = pd.read_parquet(data) if data.suffix.lower() in (".parquet", ".pq") else \
-            pd.read_csv(data, skipinitialspace=True)
+        from privpost.io import read_table
+
+        frame = read_table(data, [owner_column])     # the same limits as read_records
         if owner_column not in frame.columns:
             raise PrivpostError(f"--owner-column: {data} has no column {owner_column!r}")
         owners = frame[owner_column].astype(str).to_numpy()
@@ -813,7 +913,8 @@ def penalty_cmd(
         table = res.posterior.summary()
         _emit_json({"output": str(output), "privacy": res.privacy.to_dict(),
                     "iterations": rel.iterations, "iterations_allowed": res.iterations_allowed,
-                    "acceptance": res.acceptance, "noise_sd": rel.noise_sd,
+                    "acceptance": res.acceptance, "noise_sd": rel.ratio_sd,
+                    "release_sd": rel.release_sd,
                     "sensitivity": rel.sensitivity, "notes": res.posterior.notes,
                     "summary": {str(k): {c: float(v) for c, v in row.items()}
                                 for k, row in table.iterrows()}})
@@ -864,8 +965,8 @@ _register_compositional()
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    """The ``privpost`` console script: run the command, then exit; after a command that wrote
-    no file (``infer``), without the interpreter's teardown (:mod:`privpost._exit`)."""
+    """The ``privpost`` console script: run the command, then exit; after a command that left
+    no file open (``infer``), without the interpreter's teardown (:mod:`privpost._exit`)."""
     try:
         app()
     except SystemExit as exc:

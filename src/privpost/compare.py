@@ -144,6 +144,8 @@ def compare(model, release, methods: Sequence[str] | None = None, *, level: floa
     if not methods and getattr(getattr(release, "mechanism", None), "name",
                                None) == "randomized_response":
         names = ["randomized-response", "naive"]   # naive: the reports taken as true categories
+    if not methods and type(release).__name__ == "PenaltyRelease":
+        names = ["penalty-mcmc"]                    # a transcript: the only method that reads it
     unknown = [m for m in names if m not in METHODS]
     if unknown:
         raise PrivpostError(f"unknown method(s) {', '.join(map(repr, unknown))}; type a "

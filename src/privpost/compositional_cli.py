@@ -29,10 +29,15 @@ def register(app, handles_errors, out) -> None:
                                                  "comma-separated (default 0.1,...,1e-6)."),
         seed: Optional[int] = typer.Option(None, help="Seed (testing only; real releases use "
                                            "OS entropy)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing output file "
+                                   "(without it an existing file is never replaced)."),
     ):
         """DPss release (seed 002, Algorithm 1): noisy score, threshold, censored mean-log."""
+        from privpost.cli import _check_overwrite
         from privpost.compositional import DEFAULT_THRESHOLDS, dpss_release, parse_dpss
         from privpost.io import read_records
+
+        _check_overwrite(output, force)
 
         ths = DEFAULT_THRESHOLDS
         if thresholds:

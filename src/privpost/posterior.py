@@ -1,14 +1,13 @@
 """The result of every inference method: posterior draws, sampler statistics and diagnostics.
 
 A :class:`Posterior` holds draws as plain NumPy arrays with a leading ``(chains, draws)`` pair of
-axes, exports them to ArviZ (so ``arviz`` summaries, R-hat, ESS and plots work), and writes and
-reads netCDF files.
+axes, exports them to ArviZ 1.x as an ``xarray.DataTree`` (so ``arviz`` summaries, R-hat, ESS and
+plots work), and writes and reads netCDF files.
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,7 +100,7 @@ class Posterior:
     def flat(self, name: str) -> np.ndarray:
         """Draws of ``name`` pooled over chains: shape ``(chains * draws, *param_shape)``."""
         arr = self.draws[name]
-        return arr.reshape((-1,) + arr.shape[2:])
+        return arr.reshape((arr.shape[0] * arr.shape[1],) + arr.shape[2:])
 
     def mean(self, name: str) -> np.ndarray:
         """Posterior mean of ``name``, shape ``param_shape``."""
@@ -123,14 +122,28 @@ class Posterior:
         return lo, hi
 
     # ------------------------------------------------------------------ ArviZ
-    def to_arviz(self):
-        """ArviZ ``InferenceData`` with ``posterior``, ``sample_stats`` (and ``chain_stats``) groups.
+    def groups(self) -> dict[str, dict]:
+        """The ArviZ 1.x layout of this posterior in plain NumPy, one entry per group.
 
-        The method, exactness flag, notes and the model and release descriptions are stored as
-        attributes of the ``posterior`` group (JSON strings, so they survive netCDF).
+        ``{group: {"vars": {name: (dims, array)}, "coords": {dim: array}, "attrs": {...}}}``
+        with the groups ``posterior`` (every parameter, dims ``("chain", "draw",
+        "NAME_dim_0", ...)``), ``sample_stats`` and ``chain_stats`` (dims ``("chain",
+        "NAME_dim_0", ...)``) when not empty, and ``posterior_predictive`` / ``observed_data``
+        after :meth:`predictive`. Every dimension has an integer coordinate ``0..size-1`` (as
+        ``arviz_base.from_dict`` gives) except ``coordinate``, which holds the release's labels.
+        The method, exactness flag, notes, convergence flag and the model and release
+        descriptions are attributes of ``posterior`` (JSON strings and integers, so they
+        survive netCDF). :meth:`to_datatree` and :meth:`to_netcdf` both write this layout.
         """
-        import arviz as az
-        import xarray as xr
+        def group(arrays: dict, lead: tuple[str, ...], attrs: dict) -> dict:
+            out: dict = {"vars": {}, "coords": {}, "attrs": attrs}
+            for name, arr in arrays.items():
+                arr = np.asarray(arr)
+                dims = lead + tuple(f"{name}_dim_{i}" for i in range(arr.ndim - len(lead)))
+                out["vars"][name] = (dims, arr)
+                for d, size in zip(dims, arr.shape):
+                    out["coords"].setdefault(d, np.arange(size))
+            return out
 
         attrs = {
             "privpost_method": self.method,
@@ -140,18 +153,40 @@ class Posterior:
             "privpost_release": json.dumps(self.release),
             "privpost_converged": -1 if self.converged is None else int(self.converged),
         }
-        idata = az.from_dict(posterior=self.draws, sample_stats=self.sample_stats or None)
-        idata.posterior.attrs.update(attrs)
+        out = {"posterior": group(self.draws, ("chain", "draw"), attrs)}
+        if self.sample_stats:
+            out["sample_stats"] = group(self.sample_stats, ("chain", "draw"), {})
         if self.chain_stats:
-            ds = xr.Dataset({
-                k: xr.DataArray(v, dims=["chain"] + [f"{k}_dim_{i}" for i in range(v.ndim - 1)])
-                for k, v in self.chain_stats.items()})
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                idata.add_groups({"chain_stats": ds})
+            out["chain_stats"] = group(self.chain_stats, ("chain",), {})
         if getattr(self, "_predictive", None) is not None:   # set by predictive()
-            self._predictive.add_to(idata)
-        return idata
+            out.update(self._predictive.groups())
+        return out
+
+    def to_datatree(self):
+        """ArviZ 1.x data: an ``xarray.DataTree`` with the groups of :meth:`groups`.
+
+        ``arviz`` 1.x (``arviz_stats``, ``arviz_plots``) takes it directly, e.g.
+        ``az.summary(post.to_datatree())``, ``az.ess(post.to_datatree())``."""
+        import xarray as xr
+
+        return xr.DataTree.from_dict({
+            name: xr.Dataset({k: (dims, arr) for k, (dims, arr) in g["vars"].items()},
+                             coords={d: (d, c) for d, c in g["coords"].items()},
+                             attrs=g["attrs"])
+            for name, g in self.groups().items()})
+
+    def to_arviz(self):
+        """The same ``xarray.DataTree`` as :meth:`to_datatree` (kept for existing code).
+
+        ArviZ 1.x replaced ``InferenceData`` by ``xarray.DataTree``, so this no longer returns an
+        ``InferenceData``. What worked on the old object still works: ``idata.posterior``,
+        ``idata.sample_stats["accept_rate"]``, ``"accept_rate" in idata.sample_stats``, and
+        passing it to ``az.summary`` / ``az.ess`` / ``az.rhat`` / the plots. What does not:
+        ``InferenceData`` methods such as ``idata.groups()`` (now the property
+        ``idata.groups``, paths like ``"/posterior"``; or ``idata.children``) and
+        ``idata.add_groups(...)`` (assign ``idata["name"] = xarray.DataTree(dataset)``).
+        """
+        return self.to_datatree()
 
     def summary(self, level: float = 0.9, var_names: list[str] | None = None):
         """Summary table: one row per scalar parameter entry.
@@ -159,7 +194,8 @@ class Posterior:
         Columns: ``mean``, ``sd``, the equal-tailed ``level`` interval bounds and the median,
         ``mcse_mean``, ``mcse_sd``, ``ess_bulk``, ``ess_tail``, ``r_hat`` (rank-normalised split
         R-hat; computed on split halves even with one chain), at full precision
-        (:mod:`privpost.diagnostics`: the ArviZ definitions, without importing ArviZ).
+        (:mod:`privpost.diagnostics`: arviz-stats' definitions, without importing ArviZ; tail
+        ESS at the 5 % and 95 % quantiles of Vehtari et al. 2021).
 
         Returns
         -------
@@ -180,39 +216,43 @@ class Posterior:
         lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
         rows, labels = [], []
         for name in var_names or self.draws:
-            flat = self.flat(name).reshape(self.n_chains * self.n_draws, -1)
             shape = self.draws[name].shape[2:]
+            # the entry count from the shape (not -1): a run stopped before any draw has size 0
+            flat = self.flat(name).reshape(self.n_chains * self.n_draws, int(np.prod(shape)))
             for j in range(flat.shape[1]):
                 idx = np.unravel_index(j, shape) if shape else ()
                 label = name + (f"[{', '.join(map(str, idx))}]" if shape else "")
                 col = flat[:, j]
-                rows.append({"mean": col.mean(),
-                             "sd": col.std(ddof=1) if col.size > 1 else np.nan,
-                             f"q{100 * lo_q:g}": np.quantile(col, lo_q),
-                             "q50": np.quantile(col, 0.5),
-                             f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
+                if col.size == 0:       # no draws: every statistic is undefined (NaN)
+                    rows.append({"mean": np.nan, "sd": np.nan, f"q{100 * lo_q:g}": np.nan,
+                                 "q50": np.nan, f"q{100 * hi_q:g}": np.nan})
+                else:
+                    rows.append({"mean": col.mean(),
+                                 "sd": col.std(ddof=1) if col.size > 1 else np.nan,
+                                 f"q{100 * lo_q:g}": np.quantile(col, lo_q),
+                                 "q50": np.quantile(col, 0.5),
+                                 f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
                 rows[-1].update(diag[label])
                 labels.append(label)
         return {lab: {k: float(v) for k, v in row.items()} for lab, row in zip(labels, rows)}
 
     def plot(self, path: str | None = None, var_names: list[str] | None = None):
-        """Trace and density plots of every parameter (ArviZ ``plot_trace``).
+        """Trace and density plots of every parameter (``arviz_plots.plot_trace_dist``,
+        matplotlib backend).
 
         Saves a PNG to ``path`` when given; returns the matplotlib figure.
         """
-        import arviz as az
         import matplotlib
 
         if path is not None:
             matplotlib.use("Agg", force=False)
+        import arviz_plots as azp
         import matplotlib.pyplot as plt
 
-        with warnings.catch_warnings():  # ArviZ 0.x calls a Matplotlib API deprecated in 3.11
-            warnings.simplefilter("ignore", DeprecationWarning)
-            axes = az.plot_trace(self.to_arviz(), var_names=var_names, compact=True)
-        fig = np.asarray(axes).ravel()[0].figure
+        pc = azp.plot_trace_dist(self.to_datatree(), var_names=var_names, compact=True,
+                                 backend="matplotlib")
+        fig = pc.viz["figure"].item()
         fig.suptitle(f"privpost posterior ({self.method})")
-        fig.tight_layout()
         if path is not None:
             fig.savefig(path, dpi=100)
             plt.close(fig)
@@ -220,22 +260,34 @@ class Posterior:
 
     # ------------------------------------------------------------------ files
     def to_netcdf(self, path: str) -> str:
-        """Write the ArviZ representation to a netCDF file (h5netcdf engine)."""
-        return self.to_arviz().to_netcdf(str(path))
+        """Write :meth:`groups` to a netCDF4 file (one HDF5 group per ArviZ group).
+
+        The file is what ``self.to_datatree().to_netcdf(path, engine="h5netcdf")`` writes --
+        ``xarray.open_datatree(path)`` / ``arviz.from_netcdf(path)`` read it back identical to
+        :meth:`to_datatree` (tests/test_posterior_io.py) -- but is written with h5netcdf alone
+        (:mod:`privpost._netcdf`), without importing xarray, pandas, ArviZ or matplotlib.
+        Returns ``path`` as a string."""
+        from privpost._netcdf import write_groups
+
+        write_groups(self.groups(), str(path))
+        return str(path)
 
     @classmethod
     def from_netcdf(cls, path: str) -> "Posterior":
-        """Read a file written by :meth:`to_netcdf`."""
-        import arviz as az
+        """Read a file written by :meth:`to_netcdf` (or by ``to_arviz().to_netcdf`` of
+        privpost with ArviZ 0.x: same groups and attributes)."""
+        import xarray as xr
 
-        idata = az.from_netcdf(str(path))
-        post = idata.posterior
-        attrs = post.attrs
-        draws = {k: post[k].values for k in post.data_vars}
-        stats = ({k: idata.sample_stats[k].values for k in idata.sample_stats.data_vars}
-                 if "sample_stats" in idata.groups() else {})
-        chain_stats = ({k: idata.chain_stats[k].values for k in idata.chain_stats.data_vars}
-                       if "chain_stats" in idata.groups() else {})
+        with xr.open_datatree(str(path), engine="h5netcdf") as tree:
+            def values(group: str) -> dict:
+                if group not in tree.children:
+                    return {}
+                ds = tree[group].dataset
+                return {k: ds[k].values for k in ds.data_vars}
+
+            attrs = dict(tree["posterior"].attrs)
+            draws, stats, chain_stats = (values(g) for g in
+                                         ("posterior", "sample_stats", "chain_stats"))
         return cls(draws=draws, sample_stats=stats,
                    method=str(attrs.get("privpost_method", "unknown")),
                    model=json.loads(attrs.get("privpost_model", "null")),

@@ -94,21 +94,20 @@ class PredictiveCheck:
                 "coordinates": {k: {c: float(v) for c, v in row.items()}
                                 for k, row in table.iterrows()}}
 
-    def add_to(self, idata):
-        """Add ``posterior_predictive`` and ``observed_data`` groups to an ArviZ object."""
-        import warnings
-
-        import xarray as xr
-
-        coords = {"coordinate": list(self.labels)}
-        pp = xr.Dataset({"released": xr.DataArray(
-            self.replicated, dims=["chain", "draw", "coordinate"], coords=coords)})
-        obs = xr.Dataset({"released": xr.DataArray(self.observed, dims=["coordinate"],
-                                                   coords=coords)})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            idata.add_groups({"posterior_predictive": pp, "observed_data": obs})
-        return idata
+    def groups(self) -> dict[str, dict]:
+        """The ``posterior_predictive`` (``released``: chain, draw, coordinate) and
+        ``observed_data`` (``released``: coordinate) groups, in the plain layout of
+        :meth:`privpost.posterior.Posterior.groups` (coordinate = the release's labels)."""
+        c, m = self.replicated.shape[:2]
+        labels = np.asarray([str(v) for v in self.labels], dtype=str)
+        return {
+            "posterior_predictive": {
+                "vars": {"released": (("chain", "draw", "coordinate"), self.replicated)},
+                "coords": {"chain": np.arange(c), "draw": np.arange(m), "coordinate": labels},
+                "attrs": {}},
+            "observed_data": {
+                "vars": {"released": (("coordinate",), np.asarray(self.observed))},
+                "coords": {"coordinate": labels}, "attrs": {}}}
 
     def plot(self, path=None, max_coordinates: int = 6):
         """Histogram of the replicates per coordinate with the observed value; PNG to ``path``."""

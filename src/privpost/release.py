@@ -118,6 +118,10 @@ class Release:
         query_n = getattr(self.query, "n", None)
         if query_n is not None and int(query_n) != self.n:
             raise ReleaseError("n", f"{self.n} differs from the query's public n = {query_n}")
+        cells_n = getattr(self.query, "n_total", None)      # CellCounts: public cell sizes
+        if cells_n is not None and int(cells_n) != self.n:
+            raise ReleaseError("n", f"{self.n} differs from the sum of the query's public cell "
+                               f"sizes, {cells_n}")
 
     def _check_calibration(self) -> None:
         """The stated guarantee must follow from the query and the mechanism.
@@ -161,6 +165,12 @@ class Release:
         from dataclasses import replace
 
         return replace(self.mechanism.privacy, neighbours=self.neighbours)
+
+    @property
+    def not_covered(self) -> tuple[str, ...]:
+        """What this release publishes exactly that :attr:`privacy` does not cover
+        (:meth:`privpost.queries.Query.not_covered`); empty for most queries."""
+        return tuple(self.query.not_covered(self.neighbours))
 
     @property
     def dim(self) -> int:
@@ -436,6 +446,8 @@ def release(records, query, mechanism, *, neighbours: str = "replace", seed=None
     meta = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "privpost_version": _version(), "seeded": seed is not None}
     meta.update(metadata or {})
+    if query.not_covered(neighbours):   # stated in the document too (inspect --json shows it)
+        meta["not_covered"] = list(query.not_covered(neighbours))
     if _local(mechanism):
         mech = mechanism.calibrate(None, neighbours=neighbours)   # replace-one only
         observed = mech.sample(recs, seed=seed)
@@ -514,6 +526,13 @@ class ReleaseSet:
         if "all" in sizes and sum(parts.values()) > sizes["all"]:
             raise ReleaseError("subsets", f"the parts {sorted(parts)} hold {sum(parts.values())} "
                                f"records, more than the whole data set (n = {sizes['all']})")
+
+    @property
+    def not_covered(self) -> tuple[str, ...]:
+        """What the set's releases publish exactly that :meth:`total_privacy` does not cover
+        (each statement once, prefixed by the release's index)."""
+        return tuple(f"release {i}: {text}" for i, r in enumerate(self.releases)
+                     for text in r.not_covered)
 
     def total_privacy(self):
         """The composed guarantee (:class:`privpost.accounting.Privacy`)."""

@@ -746,12 +746,13 @@ def _run_pool(tasks, workers: int, on_done):
     ex.shutdown(wait=True)
 
 
-def _run_dask(tasks, scheduler, on_done, stall_timeout=None):
+def _run_dask(tasks, scheduler, on_done, stall_timeout=None, lost_timeout=None):
     """Replicates on a Dask cluster; every wait is bounded (see :mod:`._dask_runner`)."""
     from privpost.experiments._dask_runner import STALL_TIMEOUT, run_dask
 
     run_dask(tasks, scheduler, on_done, run_replicate,
-             stall_timeout=STALL_TIMEOUT if stall_timeout is None else stall_timeout)
+             stall_timeout=STALL_TIMEOUT if stall_timeout is None else stall_timeout,
+             lost_timeout=lost_timeout)
 
 
 def calibrate(model, query, mechanism, methods: Any = ("nonprivate",), n: Any = 100,
@@ -763,7 +764,8 @@ def calibrate(model, query, mechanism, methods: Any = ("nonprivate",), n: Any = 
               neighbours: str = "replace", seed: int | None = 0, workers: int | None = None,
               scheduler: Any = None, outdir: str | Path | None = None, progress: bool = True,
               figures: bool = True, figure_entries: Sequence[str] | None = None,
-              console=None, scheduler_timeout: float | None = None) -> CalibrationResult:
+              console=None, scheduler_timeout: float | None = None,
+              lost_cluster_timeout: float | None = None) -> CalibrationResult:
     """Simulation-based calibration of inference methods on a grid of n and epsilon.
 
     Parameters
@@ -821,6 +823,12 @@ def calibrate(model, query, mechanism, methods: Any = ("nonprivate",), n: Any = 
     scheduler_timeout : float, optional
         With ``scheduler``: seconds without any replicate finishing before the study stops
         with an error (default 1800).
+    lost_cluster_timeout : float, optional
+        With ``scheduler``: seconds with no worker connected to the scheduler (or the
+        scheduler not answering) before the study stops with an error saying the cluster was
+        lost -- at most this many seconds plus 27 after the last worker died. Default: the
+        environment variable ``PRIVPOST_DASK_LOST_TIMEOUT``, else 60. The finished replicates
+        are kept in ``outdir``: rerun with workers to resume.
     outdir : path, optional
         Directory for per-replicate files (resumable), ``calibration.csv`` / ``.parquet``,
         ``summary.csv``, ``settings.json`` and the figures.
@@ -956,7 +964,7 @@ def calibrate(model, query, mechanism, methods: Any = ("nonprivate",), n: Any = 
         if not todo:
             pass
         elif scheduler is not None:
-            _run_dask(todo, scheduler, on_done, scheduler_timeout)
+            _run_dask(todo, scheduler, on_done, scheduler_timeout, lost_cluster_timeout)
         else:
             w = workers if workers is not None else (os.cpu_count() or 1)
             if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 1:

@@ -142,6 +142,11 @@ def register(app: typer.Typer, handles_errors, console) -> None:
                                  help="Output directory (resumable)."),
         scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address "
                                                 "(tcp://host:port); default: local processes."),
+        lost_cluster_timeout: Optional[float] = typer.Option(
+            None, "--lost-cluster-timeout", help="With --scheduler: seconds with no worker "
+            "connected before the study stops, saying the cluster was lost (within this + 27 s; "
+            "default: "
+            "$PRIVPOST_DASK_LOST_TIMEOUT, else 60). Finished replicates are kept."),
         workers: Optional[int] = typer.Option(None, min=1, help="Local worker processes "
                                               "(default: CPU count)."),
         seed: int = typer.Option(0, min=0, help="Root seed (replicate r uses streams from "
@@ -177,7 +182,8 @@ def register(app: typer.Typer, handles_errors, console) -> None:
             replicates=replicates, levels=_split(levels, "levels", float), params=fixed,
             parameters=_split(parameters, "parameters", str), method_options=common,
             mmd_bandwidth=bandwidth, neighbours=doc.get("neighbours", "replace"), seed=seed,
-            workers=workers, scheduler=scheduler, outdir=out, progress=progress and not as_json)
+            workers=workers, scheduler=scheduler, outdir=out, progress=progress and not as_json,
+            lost_cluster_timeout=lost_cluster_timeout)
         summary = res.summary()
         files = {"table_csv": out / "calibration.csv", "table_parquet": out / "calibration.parquet",
                  "summary_csv": out / "summary.csv", "settings": out / "settings.json",

@@ -40,10 +40,9 @@ def _summ(draws):
 
 
 def _ess(draws):
-    import arviz as az
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        v = float(az.ess(np.asarray(draws, float).reshape(1, -1)))
+    from privpost.diagnostics import ess_bulk   # = arviz-stats' bulk ESS, without ArviZ
+
+    v = ess_bulk(np.asarray(draws, float).reshape(1, -1))
     return v if math.isfinite(v) else 0.0
 
 

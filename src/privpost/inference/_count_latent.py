@@ -30,12 +30,31 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from privpost.errors import IncompatibleError, PrivpostError
 
-__all__ = ["CountLatent", "LATENTS", "count_law", "run"]
+__all__ = ["CountLatent", "LATENTS", "NOTE_MARK", "RECORD_OPTIONS", "count_law", "latent_of",
+           "law_for_options", "record_options_set", "run"]
 
 #: Values of ``damcmc``'s ``latent`` option.
 LATENTS = ("auto", "counts", "records")
+
+
+#: How the posterior notes of a count-level run begin (:func:`latent_of` reads it).
+NOTE_MARK = "exact: DA-MCMC on the count table (latent='counts'; DESIGN §10)"
+
+
+def latent_of(post) -> tuple[str | None, str | None]:
+    """``(latent, table)`` of a Posterior: ``("counts", the table's note)`` for a count-level
+    ``damcmc`` run, ``("records", None)`` for a record-level one, ``(None, None)`` for other
+    methods (``privpost infer --json`` reports it)."""
+    if getattr(post, "method", None) != "damcmc":
+        return None, None
+    for note in post.notes:
+        if note.startswith(NOTE_MARK):
+            return "counts", note.split("latent: ", 1)[-1]
+    return "records", None
 
 
 class CountLatent:
@@ -50,6 +69,9 @@ class CountLatent:
     ``table`` : str
         One line for the posterior notes: the latent table and its law given theta, e.g.
         ``"count table c ~ Binomial(n, theta) (1 cell, n = 300000000)"``.
+    ``stat_names`` : list of str (optional)
+        Per-draw sample statistics the chains' results hold (``(n_stored,)`` arrays), passed
+        to the Posterior's ``sample_stats`` (e.g. ``log_eta``).
 
     and implement :meth:`chains`.
     """
@@ -57,6 +79,11 @@ class CountLatent:
     names: list
     shapes: dict
     table: str = ""
+    stat_names: tuple = ()
+    #: ``latent="auto"`` uses this table (``False``: the pair declares it, but the records are
+    #: the cheaper latent for this release, e.g. a joint table with more cells than records;
+    #: ``latent="counts"`` still uses it)
+    auto: bool = True
 
     def chains(self, rngs, start: str) -> list:
         """One resumable chain per generator in ``rngs`` (``start``: ``"data"`` -- dispersed
@@ -68,18 +95,72 @@ class CountLatent:
         return []
 
 
-def count_law(model, release, latent: str = "auto") -> CountLatent | None:
+#: Options of the record-level ``damcmc`` sampler and their defaults: with one of them set,
+#: ``latent="auto"`` takes the records and ``latent="counts"`` refuses.
+RECORD_OPTIONS = {"proposal": None, "init": None, "fast_path": "auto", "interweave": "auto",
+                  "sweeps_per_iteration": 1, "thin": 1}
+
+
+def record_options_set(options: dict) -> list[str]:
+    """The names of :data:`RECORD_OPTIONS` that ``options`` sets to a non-default value."""
+    out = []
+    for nm, default in RECORD_OPTIONS.items():
+        if nm not in options:
+            continue
+        v = options[nm]
+        if default is None:
+            unset = v is None
+        elif isinstance(default, str):
+            unset = isinstance(v, str) and v == default
+        else:
+            unset = isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v == default
+        if not unset:
+            out.append(nm)
+    return out
+
+
+def law_for_options(model, release, options: dict) -> CountLatent | None:
+    """:func:`count_law` for ``damcmc``'s keyword ``options`` (``latent`` and the record-level
+    options among them)."""
+    return count_law(model, release, options.get("latent", "auto"),
+                     record_options_set(options))
+
+
+def _privacy_note(release) -> str | None:
+    """The release's guarantee (a ReleaseSet's composed total) for the notes, or None."""
+    try:
+        total = getattr(release, "total_privacy", None)
+        priv = total() if callable(total) else release.privacy
+    except Exception:  # noqa: BLE001 - informative note only
+        return None
+    what = "the release set's composed guarantee" if callable(total) else "the release's guarantee"
+    return f"privacy: {priv} ({what})"
+
+
+def count_law(model, release, latent: str = "auto",
+              record_options=()) -> CountLatent | None:
     """The count table ``model`` declares for ``release``, or ``None`` for the record path.
 
     ``latent``: ``"auto"`` (the table when declared, else records), ``"counts"`` (the table;
-    :class:`IncompatibleError` when the pair declares none), ``"records"`` (``None``)."""
+    :class:`IncompatibleError` when the pair declares none), ``"records"`` (``None``).
+    ``record_options``: names of options of the record-level sampler the user set (a user
+    ``proposal``, ``init``, ``fast_path``, ``interweave``, ``sweeps_per_iteration``, ``thin``):
+    ``"auto"`` then takes the records, ``"counts"`` refuses them."""
     if not isinstance(latent, str) or latent not in LATENTS:
         raise PrivpostError(f"latent must be one of {', '.join(map(repr, LATENTS))}, "
                             f"got {latent!r}")
     if latent == "records":
         return None
+    if record_options:
+        if latent == "counts":
+            raise PrivpostError(
+                f"latent='counts' does not take {', '.join(record_options)} (options of the "
+                "record-level sampler); leave them out or use latent='records'")
+        return None
     getter = getattr(model, "count_latent", None)
     law = getter(release) if callable(getter) else None
+    if law is not None and latent == "auto" and not getattr(law, "auto", True):
+        return None     # declared, but the records are the cheaper latent (law.auto says why)
     if law is None and latent == "counts":
         raise IncompatibleError(
             f"latent='counts': model {type(model).__name__} declares no exact count table for "
@@ -120,13 +201,17 @@ def run(law: CountLatent, model, release, *, draws=None, warmup: int = 1000, cha
                             law.names)
     elapsed = time.perf_counter() - t0
     out = _until.stack(results, law.names)
+    stats = _until.stack(results, law.stat_names)
     length = results[0]["n_stored"]
-    notes = [f"exact: DA-MCMC on the count table (latent='counts'; DESIGN §10) targets the "
-             f"exact private posterior given the release; latent: {law.table}",
+    notes = [f"{NOTE_MARK} targets the exact private posterior given the release; latent: "
+             f"{law.table}",
              f"{chains} chain{'s' if chains > 1 else ''} in {elapsed:.1f} s"]
+    priv = _privacy_note(release)
+    if priv:
+        notes.append(priv)
     notes += law.extra_notes(results)
     if plan is not None:
         notes.append(plan.note(length))
-    post = make_posterior(out, {}, "damcmc", model, release, notes, exact=True)
+    post = make_posterior(out, stats, "damcmc", model, release, notes, exact=True)
     flag(post, stacklevel=4, table=plan.table if plan is not None else None)
     return post

@@ -1,5 +1,7 @@
 """Compiled inner loops of the HMM samplers (seed 004 App. E): collapsed-A z sweeps, emission
-Dirichlet draws and the record-additive latent-count sweep of the noise-aware sampler.
+Dirichlet draws and the two latent sweeps of the noise-aware sampler: the count-level sweep
+(exact pair moves on each (cell, feature) count vector, ``latent="counts"``, the default) and
+the record-additive sweep over every latent report (``latent="records"``).
 
 Layout (every array C-contiguous):
 
@@ -21,8 +23,10 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["transition_counts", "emission_loglik", "z_sweep", "state_sums", "dirichlet_blocks",
-           "record_sweep", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
+from privpost.inference._count_moves import _lgamma_diff, pair_move
+
+__all__ = ["transition_counts", "emission_loglik", "z_sweep", "z_sweep_marginal", "state_sums", "dirichlet_blocks",
+           "record_sweep", "count_sweep", "shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
            "ffbs", "slice_pair_sweeps", "truncated_dirichlet_blocks_slice"]
 
 
@@ -117,6 +121,85 @@ def z_sweep(z, ntr, nout, L, alpha, rng):
             if nxt >= 0:
                 ntr[new, nxt] += 1.0
                 nout[new] += 1.0
+
+
+@njit(cache=True, nogil=True)
+def z_sweep_marginal(z, ntr, nout, counts, S, off, levels, beta, alpha, use, rng):
+    """One systematic-scan Gibbs sweep of ``z`` with ``A`` **and** ``theta`` integrated out.
+
+    ``p(z_{r,t} = k | z_-, counts) ∝`` (the transition factor of :func:`z_sweep`) ``x prod_d
+    DirMult(n[c, d] | beta + S^{-c}[k, d])``, where ``S^{-c}[k, d] (K_d,)`` sums the counts of
+    feature ``d`` over the *other* used cells in state ``k`` and
+
+        log DirMult(n | a) = lgamma(sum a) - lgamma(sum a + sum n)
+                             + sum_j [lgamma(a_j + n_j) - lgamma(a_j)]
+
+    (the multinomial coefficient does not depend on ``k`` and is left out). A cell whose
+    ``use`` is 0 has no emission factor. ``S (K, W)`` are the state sums of the current ``z``
+    (:func:`state_sums`), kept up to date in place, like ``ntr``/``nout``.
+
+    Used by ``z_sampler="marginal"``: the chain sweeps ``z`` from ``p(z | counts)`` (theta
+    integrated out) and then draws ``theta | z, counts``, a partially collapsed Gibbs sampler
+    (van Dyk & Park 2008) whose invariant law is the same ``p(z, theta | counts)``: the theta
+    of the previous iteration is not read by the sweep and is redrawn before anything else
+    conditions on it. Unlike the single-site moves given ``theta``, a cell can move to an
+    *empty* state (whose emissions are then integrated over their prior, not fixed at one prior
+    draw), so chains that merged two true states are not trapped there at large cell sizes.
+    """
+    R, T = z.shape
+    K = ntr.shape[1]
+    D = off.shape[0]
+    Ka = K * alpha
+    lp = np.empty(K)
+    for r in range(R):
+        for t in range(T):
+            c = r * T + t
+            old = z[r, t]
+            prev = K if t == 0 else z[r, t - 1]
+            nxt = z[r, t + 1] if t + 1 < T else -1
+            ntr[prev, old] -= 1.0
+            nout[prev] -= 1.0
+            if nxt >= 0:
+                ntr[old, nxt] -= 1.0
+                nout[old] -= 1.0
+            if use[c]:
+                for d in range(D):
+                    for j in range(levels[d]):
+                        S[old, off[d] + j] -= counts[c, off[d] + j]
+            m = -np.inf
+            for k in range(K):
+                v = math.log(ntr[prev, k] + alpha)
+                if nxt >= 0:
+                    same = 1.0 if (prev == k and k == nxt) else 0.0
+                    stay = 1.0 if prev == k else 0.0
+                    v += math.log(ntr[k, nxt] + same + alpha) - math.log(nout[k] + stay + Ka)
+                if use[c]:
+                    for d in range(D):
+                        a_tot = 0.0
+                        n_tot = 0.0
+                        for j in range(levels[d]):
+                            w = off[d] + j
+                            a = beta + S[k, w]
+                            x = counts[c, w]
+                            a_tot += a
+                            n_tot += x
+                            if x != 0.0:
+                                v += math.lgamma(a + x) - math.lgamma(a)
+                        v += math.lgamma(a_tot) - math.lgamma(a_tot + n_tot)
+                lp[k] = v
+                if v > m:
+                    m = v
+            new = _draw_from_log(lp, K, m, rng)
+            z[r, t] = new
+            ntr[prev, new] += 1.0
+            nout[prev] += 1.0
+            if nxt >= 0:
+                ntr[new, nxt] += 1.0
+                nout[new] += 1.0
+            if use[c]:
+                for d in range(D):
+                    for j in range(levels[d]):
+                        S[new, off[d] + j] += counts[c, off[d] + j]
 
 
 @njit(cache=True, nogil=True)
@@ -228,6 +311,210 @@ def record_sweep(records, start, z, theta, off, levels, counts, obs, inv_scale, 
                     counts[c, ib] = nb + 1.0
                     accepted += 1
     return accepted
+
+
+@njit(cache=True, nogil=True)
+def count_sweep(z, logtheta, off, levels, counts, obs, w, l2, use, sweeps, rng):
+    """Count-level latent sweep (issue 21, COUNTS.md piece 3): exact pair moves on the true
+    counts of every (cell, feature) group given the states.
+
+    Given ``z`` and ``theta`` the true counts ``n[c, block d] (K_d,)`` of cell ``c`` and feature
+    ``d`` are ``Multinomial(N_c, theta_d[z_c])``, independent across groups, and the release
+    adds independent noise to each count (``obs[c, w] = counts[c, w] + noise``), so the groups
+    are conditionally independent given ``(z, theta, obs)`` and each coordinate of ``obs``
+    touches exactly one count. Moving ``k`` units from level ``j`` to level ``i`` of a group
+    (``n_i += k``, ``n_j -= k``, ``k in [-n_i, n_j]``, the cell size ``N_c`` kept) has the full
+    conditional
+
+        log f(k) = k (log theta_i - log theta_j) - lgamma(n_i + k + 1) - lgamma(n_j - k + 1)
+                   + log eta(r_i - k) + log eta(r_j + k),       r = obs - counts,
+
+    i.e. the pair move of :func:`privpost.inference._count_moves.pair_move` with two released
+    coordinates, ``v = (+1, -1)``; it is drawn exactly. Per group and sweep the levels are put
+    in a uniformly random order (Fisher-Yates, independent of the state) and each consecutive
+    pair of the cycle ``order[0], ..., order[K_d - 1], order[0]`` gets one move (one move when
+    ``K_d = 2``): each move is a Gibbs update of a one-dimensional conditional, so the sweep
+    leaves ``p(counts | z, theta, obs)`` invariant. A pair with ``theta_i = 0`` or
+    ``theta_j = 0`` is skipped (then ``k = 0`` is the only point of positive mass: the level
+    with zero probability holds no unit).
+
+    ``z (R, T)``, ``logtheta (K, W)``, ``counts (R*T, W)`` float64 integers (updated in place),
+    ``obs (R*T, W)``, ``w`` the kernel weight (``1/scale`` for ``l1``: Laplace scale ``b`` /
+    discrete Laplace ``t``; ``1/(2 sigma^2)`` for ``l2``: Gaussian / discrete Gaussian),
+    ``l2`` bool, ``use (R*T,)`` (cells with 0 are skipped: held out), ``sweeps`` sweeps per
+    group. Returns ``(moves with k != 0, moves)``.
+    """
+    R, Tt = z.shape
+    D = off.shape[0]
+    maxJ = 0
+    for d in range(D):
+        if levels[d] > maxJ:
+            maxJ = levels[d]
+    order = np.empty(maxJ, dtype=np.int64)
+    r = np.empty(2)
+    v = np.empty(2)
+    v[0] = 1.0
+    v[1] = -1.0
+    ww = np.empty(2)
+    ww[0] = w
+    ww[1] = w
+    ll = np.empty(2, dtype=np.bool_)
+    ll[0] = l2
+    ll[1] = l2
+    moved = 0
+    moves = 0
+    for c in range(R * Tt):
+        if not use[c]:
+            continue
+        k = z[c // Tt, c % Tt]
+        for d in range(D):
+            o = off[d]
+            J = levels[d]
+            npairs = 1 if J == 2 else J
+            for _s in range(sweeps):
+                for j in range(J):
+                    order[j] = j
+                for j in range(J - 1, 0, -1):
+                    m = int(rng.random() * (j + 1))
+                    if m > j:
+                        m = j
+                    tmp = order[j]
+                    order[j] = order[m]
+                    order[m] = tmp
+                for t in range(npairs):
+                    a = o + order[t]
+                    b = o + order[(t + 1) % J]
+                    lpa = logtheta[k, a]
+                    lpb = logtheta[k, b]
+                    if lpa == -np.inf or lpb == -np.inf:
+                        continue
+                    ca = counts[c, a]
+                    cb = counts[c, b]
+                    if ca + cb == 0.0:
+                        continue
+                    r[0] = obs[c, a] - ca
+                    r[1] = obs[c, b] - cb
+                    step = pair_move(ca, cb, lpa - lpb, r, v, ww, ll, 2, rng)
+                    counts[c, a] = ca + step
+                    counts[c, b] = cb - step
+                    moves += 1
+                    if step != 0.0:
+                        moved += 1
+    return moved, moves
+
+
+@njit(cache=True, nogil=True)
+def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
+                stats, rng):
+    """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
+    feature): for every state ``k`` and feature ``d``, one MH move of ``theta_d[k] (K_d,)``
+    together with the counts of every used cell in state ``k``.
+
+    Free coordinates ``v_j = log theta_j - log theta_J`` (``j < J = K_d``); proposal ``v' = v +
+    step * N(0, I)`` (symmetric), ``step = exp(logstep[k, d])``. The residuals ``rho_cj = n_cj -
+    round(N_c theta_j)`` are held fixed for ``j < J`` in every cell ``c`` with ``z_c = k``; the
+    last level takes ``N_c`` minus the rest; the move is rejected when a count is negative. For
+    fixed ``v`` the map ``rho <-> n`` is an integer shift, so ``(v, rho) <-> (v, n)`` is a
+    bijection with unit Jacobian on the integer part, and the MH ratio is that of the target
+    density of ``(v, n)`` given ``z`` and the other parameters:
+
+        log pi(v, n) = beta * sum_j log theta_j          (Dirichlet(beta) x |d theta / d v|)
+                     + sum_c [sum_j n_cj log theta_j - lgamma(n_cj + 1)]      (Multinomial)
+                     + sum_c log eta(obs_c - n_c)                             (the noise)
+
+    (``|d theta / d v| = prod_j theta_j`` for the additive log-ratio map). It moves theta by
+    its posterior width, not by the width of ``theta | counts``, so mixing does not collapse
+    when the noise is large against ``sqrt(N)``. ``adapt``: stochastic approximation (fixed
+    gain 0.5) of ``logstep`` towards acceptance 0.3 (warm-up only: the kept draws use a fixed
+    kernel). ``stats[0] +=``
+    proposals, ``stats[1] +=`` acceptances. ``counts``, ``theta``, ``logstep`` in place.
+    """
+    R, Tt = z.shape
+    C = R * Tt
+    K = theta.shape[0]
+    D = off.shape[0]
+    maxJ = 0
+    for d in range(D):
+        if levels[d] > maxJ:
+            maxJ = levels[d]
+    newc = np.empty((C, maxJ))
+    tp = np.empty(maxJ)
+    for k in range(K):
+        for d in range(D):
+            o = off[d]
+            J = levels[d]
+            ok = True
+            for j in range(J):
+                if not theta[k, o + j] > 0.0:
+                    ok = False
+            if not ok:          # a level of probability 0 (Gamma underflow): no move
+                continue
+            step = math.exp(logstep[k, d])
+            lJ = math.log(theta[k, o + J - 1])
+            mx = 0.0
+            for j in range(J - 1):
+                tp[j] = math.log(theta[k, o + j]) - lJ + step * rng.standard_normal()
+                if tp[j] > mx:
+                    mx = tp[j]
+            tot = math.exp(-mx)
+            for j in range(J - 1):
+                tp[j] = math.exp(tp[j] - mx)
+                tot += tp[j]
+            tp[J - 1] = math.exp(-mx)
+            ok = True
+            logr = 0.0
+            for j in range(J):
+                tp[j] /= tot
+                if not tp[j] > 0.0:
+                    ok = False
+                    break
+                logr += beta * (math.log(tp[j]) - math.log(theta[k, o + j]))
+            if ok:
+                for c in range(C):
+                    if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                        continue
+                    N = sizes[c]
+                    rest = N
+                    for j in range(J):
+                        if j < J - 1:
+                            nj = (counts[c, o + j] - math.floor(N * theta[k, o + j] + 0.5)
+                                  + math.floor(N * tp[j] + 0.5))
+                            rest -= nj
+                        else:
+                            nj = rest
+                        if nj < 0.0:
+                            ok = False
+                            break
+                        newc[c, j] = nj
+                    if not ok:
+                        break
+                    for j in range(J):
+                        cur = counts[c, o + j]
+                        nj = newc[c, j]
+                        if nj > 0.0:
+                            logr += nj * math.log(tp[j])
+                        if cur > 0.0:
+                            logr -= cur * math.log(theta[k, o + j])
+                        logr -= _lgamma_diff(cur + 1.0, nj - cur)
+                        ob = obs[c, o + j]
+                        if l2:
+                            logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
+                        else:
+                            logr -= w * (abs(ob - nj) - abs(ob - cur))
+            accepted = ok and (logr >= 0.0 or math.log(rng.random()) < logr)
+            stats[0] += 1
+            if accepted:
+                stats[1] += 1
+                for c in range(C):
+                    if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                        continue
+                    for j in range(J):
+                        counts[c, o + j] = newc[c, j]
+                for j in range(J):
+                    theta[k, o + j] = tp[j]
+            if adapt:
+                logstep[k, d] += ((1.0 if accepted else 0.0) - 0.3) * 0.5
+                logstep[k, d] = min(max(logstep[k, d], -30.0), 2.0)
 
 
 @njit(cache=True, nogil=True)

@@ -9,7 +9,8 @@ method     priors (Table 1)      what it does
 ========== ===================== ==========================================================
 dpboots    --                    DP parametric bootstrap (Algorithm 2): truncated-Laplace
                                  de-noising, MLE, bootstrap data censored at ``a``
-dpmcmc     p1, p3, p4            exact data augmentation (``damcmc``) on model (2)/(4)
+dpmcmc     p1, p3, p4            exact data augmentation (``damcmc``) on model (2)/(4),
+                                 given the censored mean-log statistic s_L only (below)
 dpremcmc   p1, p3, p4            ``damcmc`` on ``b`` pseudo-records with weight ``n/b``
                                  (model (5)), with the (w - 1) log-density term
 dpabc      p1, p2, p3, p4, p5    rejection ABC, 10% of the proposals accepted
@@ -22,6 +23,15 @@ The non-private MCMCp1 benchmark is ``method="nonprivate"`` with ``records=`` an
 model (its prior is p1). With ``prior="p1"`` on a split release the methods use the D2 statistic
 only (the seed's p1 methods use a release on the whole data; make a release without ``split``
 for them). p2-p5 need a split release and use D2's statistic for the likelihood.
+
+What every method conditions on (:data:`CONDITIONS_NOTE`, in every posterior's notes): the
+censored mean-log release s_L (D2's with a split; D1's only through a p2-p5 prior) at the
+published threshold ``a``, taken as fixed. None of them conditions on the noisy threshold score
+S_G, although S_G also depends on the records (it counts them by their smallest part) and chose
+``a``. So ``dpmcmc`` is exact for p(alpha | s_L) with ``a`` fixed -- not for the posterior given
+the whole DPss release, p(alpha | S_G, s_L), which would multiply in the score's two-sided
+geometric likelihood given the latent records (on a three-record case the two differ by about
+3.5 Monte Carlo standard errors in alpha_3's mean, by issue #23's independent check).
 """
 
 from __future__ import annotations
@@ -37,7 +47,14 @@ from privpost.models.dirichlet import Dirichlet, dirichlet_open
 __all__ = ["run_dpboots", "run_boots", "run_dpmcmc", "run_dpremcmc", "run_dpabc",
            "dpboots_draws", "dpmcmc_posterior", "dpremcmc_posterior", "weighted_model",
            "pseudo_release", "DPREMCMC_SUPPORTS",
-           "DirichletProposal", "METHOD_PRIORS"]
+           "DirichletProposal", "METHOD_PRIORS", "CONDITIONS_NOTE"]
+
+#: what seed 002's methods condition on (module docstring), in every posterior's notes
+CONDITIONS_NOTE = ("conditions on: the censored mean-log release s_L at the published threshold "
+                   "a, taken as fixed -- NOT on the noisy threshold score S_G, which also depends "
+                   "on the records (and chose a); exactness claims are for p(alpha | s_L), not "
+                   "for p(alpha | the whole DPss release)")
+TARGET_DPMCMC = "p(alpha | s_L) (the censored mean-log release alone; the score S_G is ignored)"
 
 METHOD_PRIORS = {"dpmcmc": ("p1", "p3", "p4"), "dpremcmc": ("p1", "p3", "p4"),
                  "dpabc": ("p1", "p2", "p3", "p4", "p5"), "dpapprox": ("p1", "p3", "p4")}
@@ -64,7 +81,8 @@ def _setup(method, model, release, prior):
         raise IncompatibleError(f"method {method!r} takes prior {' / '.join(allowed)} (seed 002 "
                                 f"Table 1), got {prior!r}")
     notes = [f"DPss release: a = {dpss.threshold:g} chosen by the {dpss.rule!r} rule (margin "
-             f"k = {dpss.margin_k}); eps1 = {dpss.epsilon1:g}, eps2 = {dpss.epsilon2:g}"]
+             f"k = {dpss.margin_k}); eps1 = {dpss.epsilon1:g}, eps2 = {dpss.epsilon2:g}",
+             CONDITIONS_NOTE]
     if not dpss.split:
         return dpss, dpss.stat, notes
     if prior in (None, "p1"):
@@ -247,8 +265,11 @@ def run_dpmcmc(model, release, *, prior: str = "p1", seed=None, prior_draws: int
 
     Options are passed to :func:`privpost.inference.damcmc.run` (``draws``, ``warmup``,
     ``chains``, ``progress``, ``cores``, ...). The target is the exact posterior given the
-    release used (censoring handled exactly: the latent records are censored in the Laplace
-    term, uncensored in the alpha update).
+    censored mean-log statistic s_L (D2's with a split) at the published threshold ``a``, taken
+    as fixed: p(alpha | s_L) (censoring handled exactly: the latent records are censored in the
+    Laplace term, uncensored in the alpha update). It does **not** condition on the noisy
+    threshold score S_G of the same release, which also depends on the records (see the module
+    docstring): it is not the posterior given the whole DPss release.
     """
     from privpost.inference.compositional_priors import build_prior
 
@@ -257,8 +278,9 @@ def run_dpmcmc(model, release, *, prior: str = "p1", seed=None, prior_draws: int
     spec = build_prior(model, dpss, prior, rng, prior_draws=prior_draws)
     post = dpmcmc_posterior(spec.model, rel, seed=rng, **options)
     post.method = "dpmcmc"
-    post.notes = notes + spec.notes + (list(post.notes) if prior == "p1" else _exact_for(
-        post.notes, f"the posterior under the estimated prior {prior}"))
+    post.notes = notes + spec.notes + _exact_for(
+        post.notes, TARGET_DPMCMC if prior == "p1" else
+        f"{TARGET_DPMCMC} under the estimated prior {prior}")
     if prior != "p1":
         post.exact = False
         post.notes.append(f"prior {prior} is estimated from the D1 release (a data-dependent "
@@ -379,6 +401,9 @@ def dpremcmc_posterior(model, rel, b: int, *, support: str = "uncensored",
     return post, w, floor
 
 
+run_dpmcmc.forwards_options_to = "privpost.inference.damcmc:run"   # checked by infer()
+
+
 def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
                  prior_draws: int = 2000, support: str = "uncensored", weight_term: bool = True,
                  **options):
@@ -472,6 +497,9 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
         warnings.warn(msg, stacklevel=2)
         post.notes.append(msg)
     return post
+
+
+run_dpremcmc.forwards_options_to = "privpost.inference.damcmc:run"   # checked by infer()
 
 
 class _UnweightedProposal(DirichletProposal):

@@ -7,17 +7,37 @@
   partially collapsed Gibbs sampler (``A`` integrated out, Eq. 68; ``theta`` drawn, Eq. 69).
   Privacy: the release's ε, whatever the number of iterations (no convergence needed). The
   posterior is *not* ``p(theta | release)``: the noise is ignored (``exact=False``).
-* ``"damcmc"`` -- noise-aware and exact for ``p(z, theta | release)``: the cells' true reports
-  are latent; each Gibbs iteration sweeps every latent report with record-additive proposals
-  from the current state's emission distribution (Ju et al., seed 000, Alg. 1: the acceptance
-  ratio is the noise-density ratio on the two changed counts), then makes the same ``z`` and
-  ``theta`` Gibbs moves as ``naive`` on the imputed counts. The raw noisy counts are used (no
-  projection). Target::
+* ``"damcmc"`` -- noise-aware and exact for ``p(z, theta | release)``. The default latent
+  (``latent="counts"``, or ``"auto"``; DESIGN §10, issue 21) is the table of true counts
+  ``n[r, t, d, :]``: given the states they are independent ``Multinomial(N[r, t],
+  theta_d[z[r, t]])`` and each noisy count touches one of them, so each Gibbs iteration
+  re-imputes every (cell, feature) group by exact one-dimensional pair moves
+  (:func:`~privpost.inference._hmm_core.count_sweep` over
+  :func:`~privpost.inference._count_moves.pair_move`; ``count_sweeps`` sweeps of random level
+  pairs per group, default 1) and, with ``count_shift=True`` (default), one non-centred
+  residual-shift MH move per state and feature that moves the state's emissions together with
+  the counts of its cells (:func:`~privpost.inference._hmm_core.shift_moves`; without it the
+  chain's theta moves only by the width of ``theta | counts``, far less than its posterior
+  width when the noise is large against ``sqrt(N)``), then makes the same ``z`` and ``theta``
+  Gibbs moves as ``naive`` on the imputed counts. Target::
 
-      p(z, theta, x | obs) ∝ p(z) p(theta) prod_i theta^{z(i)}(x_i) * g(obs | counts(x))
+      p(z, theta, n | obs) ∝ p(z) p(theta) prod_{c,d} Mult(n[c, d] | N_c, theta_d[z_c])
+                             * g(obs | n)
 
-  with ``p(z)`` the Dirichlet-multinomial (collapsed ``A``) path probability and ``g`` the
-  mechanism's noise density; its ``(z, theta)`` marginal is the private posterior.
+  Its cost per iteration is ``O(cells x levels x log(noise range))``, whatever the cell sizes.
+  ``latent="records"`` keeps the record-level sampler: the cells' true reports are latent;
+  each iteration sweeps every latent report (``record_sweeps`` times, default 1) with
+  record-additive proposals from the current state's emission distribution (Ju et al., seed
+  000, Alg. 1: the acceptance ratio is the noise-density ratio on the two changed counts),
+  target ``p(z) p(theta) prod_i theta^{z(i)}(x_i) g(obs | counts(x))``, cost ``O(reports)``.
+  In both, ``p(z)`` is the Dirichlet-multinomial (collapsed ``A``) path probability and ``g``
+  the mechanism's noise density; the raw noisy counts are used (no projection); the
+  ``(z, theta)`` marginal is the private posterior (tests/test_hmm.py, test_hmm_counts.py:
+  both against enumeration and against each other).
+
+Every method conditions on the published cell sizes ``N[r, t]``, which the CellCounts release
+publishes exactly (a public parameter of the query, not covered by the release's guarantee);
+the posterior notes say so (:data:`CELL_SIZES_NOTE`).
 * ``"ops"`` -- one-posterior-sample mechanism run on the *confidential* reports (``records=``
   required, a simulation-study tool like :mod:`privpost.inference.ops`): Gibbs on the tempered
   posterior with every emission distribution truncated to ``theta_j >= a0_d = 1 / (M K_d)``.
@@ -67,8 +87,14 @@ relabelled before the diagnostics and in the result, :mod:`privpost.inference._h
 (``"collapsed"``: Eq. 68 single-site updates with ``A`` integrated out, the
 paper's, default; ``"ffbs"``: draw ``A | z`` then each region's whole path by forward filtering,
 backward sampling -- a blocked Gibbs sampler of ``(A, z, theta)`` with the same ``(z, theta)``
-marginal, tested against the same enumeration). ``damcmc``:
-``record_sweeps`` (default 1). ``ops``: ``records`` (required), ``epsilon`` (default: the
+marginal, tested against the same enumeration; ``"marginal"``: the single-site moves with
+``theta`` integrated out as well (Dirichlet-multinomial), then ``theta | z`` -- a partially
+collapsed Gibbs sampler that lets a cell move to an empty state, which the other two cannot at
+large cell sizes (chains that merged two true states stay so); not for ``ops``). ``damcmc``: ``latent`` (``"auto"``, default,
+= ``"counts"``: the count table; ``"records"``: every report), ``count_sweeps`` (count latent,
+default 1), ``count_shift`` (count latent: the residual-shift move, default True),
+``record_sweeps`` (record latent, default 1); ``chain_stats["accept_rate"]`` is the
+MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``. ``ops``: ``records`` (required), ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
 The states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
@@ -105,6 +131,12 @@ __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncate
 
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
+_MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
+
+#: the posterior notes of every HMM method: the cell sizes are published exactly
+CELL_SIZES_NOTE = ("conditions on the published cell sizes N[r,t], released without noise (a "
+                   "public parameter of the CellCounts query: not protected by the release's "
+                   "guarantee)")
 
 
 def _core():
@@ -226,11 +258,13 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
     iterations, warmup : ints; draws kept = iterations - warmup.
     inv_temp : 1/T for OPS (emission log-likelihood and Dirichlet counts scaled).
     trunc : None or list of D truncations ``a0_d`` (OPS).
-    latent : None or dict(records (N, D) int64, start (R*T+1,), obs (R*T, W), inv_scale, l2,
-        sweeps) -- the damcmc record sweeps.
-    z_sampler : "collapsed" (Eq. 68 single-site, A integrated out; the paper's) or "ffbs"
+    latent : None or dict(kind "records", records (N, D) int64, start (R*T+1,), obs (R*T, W),
+        inv_scale, l2, sweeps) -- the damcmc record sweeps -- or dict(kind "counts", obs,
+        inv_scale, l2, sweeps, shift, sizes (R*T,) float64) -- the count-level latent.
+    z_sampler : "collapsed" (Eq. 68 single-site, A integrated out; the paper's), "ffbs"
         (A | z drawn, then every region's path by forward filtering, backward sampling: blocked
-        Gibbs on (A, z, theta), same (z, theta) marginal target).
+        Gibbs on (A, z, theta), same (z, theta) marginal target) or "marginal" (single-site
+        with A and theta integrated out, then theta | z: partially collapsed Gibbs).
 
     Returns
     -------
@@ -264,6 +298,8 @@ class GibbsChain:
         self.theta = np.empty((K, W))
         self.L = np.empty((R * T, K))
         self.n_acc = self.n_prop = 0
+        self.logstep = np.full((model.n_states, len(model.n_levels)), -3.0)
+        self.shift_stats = np.zeros(2)          # residual-shift moves: proposed, accepted
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -291,6 +327,7 @@ class GibbsChain:
         n = int(n)
         if n <= 0:
             return
+        blk = None
         if keep:
             blk = {"theta": np.empty((n, K, m.width)), "pi": np.empty((n, K)),
                    "A": np.empty((n, K, K)), "z": np.empty((n, R, T), dtype=np.int64)}
@@ -298,14 +335,37 @@ class GibbsChain:
                 blk["counts"] = np.empty((n,) + self.counts.shape)
         latent, counts, theta, z = self.latent, self.counts, self.theta, self.z
         for s in range(n):
-            if latent is not None:
+            with np.errstate(divide="ignore"):
+                logtheta = np.log(theta)
+            if latent is not None and latent.get("kind") == "counts":
+                moved, moves = core.count_sweep(
+                    z, logtheta, m.offsets, m.levels_arr, counts, latent["obs"],
+                    latent["inv_scale"], latent["l2"], self.use, latent["sweeps"], rng)
+                self.n_acc += moved
+                self.n_prop += moves
+                if latent["shift"]:
+                    core.shift_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
+                                     latent["sizes"], latent["inv_scale"], latent["l2"],
+                                     self.use, m.beta, self.logstep, not keep, self.shift_stats,
+                                     rng)
+                    with np.errstate(divide="ignore"):
+                        logtheta = np.log(theta)
+            elif latent is not None:
                 for _ in range(latent["sweeps"]):
                     self.n_acc += core.record_sweep(
                         latent["records"], latent["start"], z, theta, m.offsets, m.levels_arr,
                         counts, latent["obs"], latent["inv_scale"], latent["l2"], self.use, rng)
                     self.n_prop += latent["records"].size
-            with np.errstate(divide="ignore"):
-                logtheta = np.log(theta)
+            if self.z_sampler == "marginal":
+                S = core.state_sums(z, counts, self.use, K)
+                core.z_sweep_marginal(z, self.ntr, self.nout, counts, S, m.offsets,
+                                      m.levels_arr, m.beta, m.alpha, self.use, rng)
+                self._draw_theta()
+                self._keep(blk, s, keep)
+                if progress is not None:
+                    progress(self.done)
+                self.done += 1
+                continue
             core.emission_loglik(counts, logtheta, self.use, self.inv_temp, self.L)
             if self.z_sampler == "ffbs":
                 core.ffbs(z, core.draw_transitions(self.ntr, m.alpha, rng), self.L, rng)
@@ -313,20 +373,26 @@ class GibbsChain:
             else:
                 core.z_sweep(z, self.ntr, self.nout, self.L, m.alpha, rng)
             self._draw_theta()
-            if keep:
-                A = core.draw_transitions(self.ntr, m.alpha, rng)
-                blk["theta"][s] = theta
-                blk["pi"][s] = A[K]
-                blk["A"][s] = A[:K]
-                blk["z"][s] = z
-                if self.keep_counts:
-                    blk["counts"][s] = counts
+            self._keep(blk, s, keep)
             if progress is not None:
                 progress(self.done)
             self.done += 1
         if keep:
             self.blocks.append(blk)
             self.n_stored += n
+
+    def _keep(self, blk, s, keep) -> None:
+        """Store draw ``s`` of the block (``A`` drawn given the paths) when ``keep``."""
+        if not keep:
+            return
+        m, K = self.model, self.model.n_states
+        A = _core().draw_transitions(self.ntr, m.alpha, self.rng)
+        blk["theta"][s] = self.theta
+        blk["pi"][s] = A[K]
+        blk["A"][s] = A[:K]
+        blk["z"][s] = self.z
+        if self.keep_counts:
+            blk["counts"][s] = self.counts
 
     def result(self) -> dict:
         """The kept draws (:func:`gibbs_chain`'s return value); ``n_stored`` their number."""
@@ -343,8 +409,10 @@ class GibbsChain:
                 out[key] = np.concatenate([b[key] for b in self.blocks])
             else:
                 out[key] = np.empty((0,) + shp, dtype=np.int64 if key == "z" else np.float64)
-        if self.latent is not None:
+        if self.latent is not None:     # records: MH acceptance; counts: moves with k != 0
             out["accept_rate"] = self.n_acc / max(self.n_prop, 1)
+            if self.latent.get("shift"):
+                out["shift_accept_rate"] = self.shift_stats[1] / max(self.shift_stats[0], 1.0)
         out["n_stored"] = self.n_stored
         return out
 
@@ -382,24 +450,33 @@ def _heldout_mask(heldout, shape):
     return (~h).ravel().astype(np.int64)
 
 
-def _latent_init(counts_noisy, sizes, model, rng):
-    """Initial latent reports: per cell and feature, a multinomial draw of the cell size with
-    probabilities ∝ max(noisy count, 0) + 0.1 (any start is valid)."""
+def _count_init(counts_noisy, sizes, model, rng):
+    """Initial true counts ``(R*T, W)`` float64: per cell and feature, a multinomial draw of the
+    cell size with probabilities ∝ max(noisy count, 0) + 0.1 (any start is valid)."""
     C = sizes.size
-    D = model.n_features
-    start = np.concatenate([[0], np.cumsum(sizes.ravel())]).astype(np.int64)
-    recs = np.empty((int(start[-1]), D), dtype=np.int64)
     counts = np.zeros((C, model.width))
-    for c in range(C):
-        N = int(start[c + 1] - start[c])
+    for c, N in enumerate(sizes.ravel().tolist()):
         if N == 0:
             continue
-        for d in range(D):
+        for d in range(model.n_features):
             o, J = int(model.offsets[d]), int(model.n_levels[d])
             p = np.maximum(counts_noisy[c, o:o + J], 0.0) + 0.1
-            n = rng.multinomial(N, p / p.sum())
-            recs[start[c]:start[c + 1], d] = np.repeat(np.arange(J), n)
-            counts[c, o:o + J] = n
+            counts[c, o:o + J] = rng.multinomial(N, p / p.sum())
+    return counts
+
+
+def _latent_init(counts_noisy, sizes, model, rng):
+    """Initial latent reports of ``latent="records"``: the counts of :func:`_count_init` (same
+    random stream), each cell's reports sorted by level. Returns ``(records (n, D), start
+    (R*T+1,), counts (R*T, W))``."""
+    counts = _count_init(counts_noisy, sizes, model, rng)
+    start = np.concatenate([[0], np.cumsum(sizes.ravel())]).astype(np.int64)
+    recs = np.empty((int(start[-1]), model.n_features), dtype=np.int64)
+    for c in range(sizes.size):
+        for d in range(model.n_features):
+            o, J = int(model.offsets[d]), int(model.n_levels[d])
+            recs[start[c]:start[c + 1], d] = np.repeat(np.arange(J),
+                                                       counts[c, o:o + J].astype(np.int64))
     return recs, start, counts
 
 
@@ -431,7 +508,9 @@ def _diagnose(post, method, mode="draws", table=None, advice=None):
 
 def run_method(method, model, release, *, draws: int | None = None, warmup: int | None = None,
                chains: int | None = None, seed=None, progress: bool = False, heldout=None,
-               keep_counts: bool = False, record_sweeps: int = 1, records=None, epsilon=None,
+               keep_counts: bool = False, record_sweeps: int | None = None,
+               latent: str = "auto", count_sweeps: int | None = None, count_shift: bool = True,
+               records=None, epsilon=None,
                M: float = 10.0, keep: str = "last", diagnose: bool = True,
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", **options):
@@ -453,6 +532,23 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         raise IncompatibleError(f"method {method!r} is not available for the HMM; use one of "
                                 f"{', '.join(_METHODS)}")
     reject_unknown(method, options)
+    from privpost.inference._count_latent import LATENTS
+
+    if not isinstance(latent, str) or latent not in LATENTS:
+        raise PrivpostError(f"latent must be one of {', '.join(map(repr, LATENTS))}, "
+                            f"got {latent!r}")
+    if method != "damcmc" and (latent != "auto" or record_sweeps is not None
+                               or count_sweeps is not None or count_shift is not True):
+        raise PrivpostError(f"latent, record_sweeps, count_sweeps and count_shift are damcmc "
+                            f"options; method {method!r} imputes nothing")
+    use_counts = latent in ("auto", "counts")
+    if use_counts and record_sweeps is not None:
+        raise PrivpostError("record_sweeps applies to latent='records' (sweeps over every latent "
+                            "report); the count-level latent (the default) takes count_sweeps")
+    if not use_counts and (count_sweeps is not None or count_shift is not True):
+        raise PrivpostError("count_sweeps and count_shift apply to the count-level latent "
+                            "(latent='counts', the default); latent='records' takes "
+                            "record_sweeps")
     from privpost.inference import _hmm_until
 
     auto = draws is None and method != "ops"
@@ -474,9 +570,13 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     if chains is None:
         chains = 1 if method == "ops" else _hmm_until.CHAINS
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
-    if z_sampler not in ("collapsed", "ffbs"):
-        raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's) or 'ffbs', "
-                            f"got {z_sampler!r}")
+    if z_sampler not in ("collapsed", "ffbs", "marginal"):
+        raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's), 'ffbs' or "
+                            f"'marginal', got {z_sampler!r}")
+    if z_sampler == "marginal" and method == "ops":
+        raise PrivpostError("z_sampler='marginal' integrates theta out of the z moves; OPS's "
+                            "tempered, truncated emissions have no closed-form marginal: use "
+                            "'collapsed' or 'ffbs'")
     if release is None:
         raise IncompatibleError(f"{method} for the HMM needs the cell_counts release (its public "
                                 "cell sizes define the grid)")
@@ -504,22 +604,45 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     elif method == "nonprivate":
         notes.append("nonprivate: exact counts of the confidential reports (no privacy)")
         exact = True
+    elif method == "damcmc" and use_counts:
+        inv_scale, l2 = _noise(release)
+        if int(q.cell_sizes.max()) > _MAX_CELL:
+            raise PrivpostError(f"cell_sizes: a cell holds {int(q.cell_sizes.max())} reports; "
+                                f"the count-level damcmc stores counts exactly up to "
+                                f"{_MAX_CELL:.0e} per cell")
+        count_sweeps = _sweeps("count_sweeps", count_sweeps)
+        if not isinstance(count_shift, bool):
+            raise PrivpostError(f"count_shift must be True or False, got {count_shift!r}")
+        latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
+                          l2=l2, sweeps=count_sweeps, shift=count_shift,
+                          sizes=np.ascontiguousarray(q.cell_sizes.ravel(), dtype=np.float64))
+        exact = True
+        notes.append("damcmc (hmm), latent='counts' (DESIGN §10): the true counts n[r, t, d, :] "
+                     "of every (cell, feature) are imputed given the states, n[r, t, d, :] ~ "
+                     f"Multinomial(N[r, t], theta_d[z[r, t]]) ({R} x {T} cells x "
+                     f"{model.n_features} features, {q.n_total} reports), by exact pair moves "
+                     f"({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} of random level "
+                     "pairs per group and iteration), "
+                     + ("a non-centred residual-shift MH move of each state's emissions with "
+                        "the counts of its cells, " if count_shift else "")
+                     + "then the z and theta Gibbs moves on them; exact for p(z, theta | "
+                     "release), cost independent of the cell sizes")
     elif method == "damcmc":
         inv_scale, l2 = _noise(release)
         cells_total = int(q.cell_sizes.sum()) * model.n_features
         if cells_total > _MAX_LATENT:
-            raise PrivpostError(f"damcmc imputes every report: {q.n_total} reports x "
-                                f"{model.n_features} features = {cells_total} latent values is "
-                                f"more than {_MAX_LATENT:.0e}; use method='naive' for data this "
-                                "large (where the noise is small relative to the counts)")
-        record_sweeps = int(record_sweeps)
-        if record_sweeps < 1:
-            raise PrivpostError(f"record_sweeps must be an integer >= 1, got {record_sweeps}")
-        latent_tpl = dict(obs=np.ascontiguousarray(obs), inv_scale=inv_scale, l2=l2,
-                          sweeps=record_sweeps)
+            raise PrivpostError(f"damcmc with latent='records' imputes every report: "
+                                f"{q.n_total} reports x {model.n_features} features = "
+                                f"{cells_total} latent values is more than {_MAX_LATENT:.0e}; "
+                                "use latent='counts' (the default), whose cost does not depend "
+                                "on the number of reports")
+        record_sweeps = _sweeps("record_sweeps", record_sweeps)
+        latent_tpl = dict(kind="records", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
+                          l2=l2, sweeps=record_sweeps)
         exact = True
-        notes.append("damcmc (hmm): latent reports imputed by record-additive MH (proposals "
-                     "from the current state's emissions), exact for p(z, theta | release)")
+        notes.append("damcmc (hmm), latent='records': latent reports imputed by record-additive "
+                     "MH (proposals from the current state's emissions), exact for "
+                     "p(z, theta | release)")
     elif method == "ops":
         if keep not in ("last", "all"):
             raise PrivpostError(f"keep must be 'last' or 'all', got {keep!r}")
@@ -556,12 +679,16 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         ops_info = {"temperature": Temp, "C": C, "epsilon_converged": eps_update,
                     "epsilon_worst_case": cost.epsilon}
 
+    notes.append(CELL_SIZES_NOTE)
     chain_objs = []
     for ch in range(chains):
         crng = np.random.default_rng(rng.integers(2**63))
         counts = counts0.copy() if latent_tpl is None else None
         latent = None
-        if latent_tpl is not None:
+        if latent_tpl is not None and latent_tpl["kind"] == "counts":
+            counts = _count_init(obs, q.cell_sizes, model, crng)
+            latent = latent_tpl
+        elif latent_tpl is not None:
             recs, start, counts = _latent_init(obs, q.cell_sizes, model, crng)
             latent = dict(latent_tpl, records=recs, start=start)
         chain_objs.append(GibbsChain(
@@ -608,8 +735,11 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     chain_stats = {}
     if keep_counts:
         stats["counts"] = np.stack([r["counts"] for r in results])
-    if method == "damcmc":
+    if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
+        if "shift_accept_rate" in results[0]:
+            chain_stats["shift_accept_rate"] = np.array([r["shift_accept_rate"]
+                                                         for r in results])
     if method == "ops":
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
@@ -620,6 +750,15 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         _diagnose(post, method, mode, plan.table if plan is not None else None,
                   advice=OPS_ADVICE if method == "ops" else None)
     return post
+
+
+def _sweeps(name, value) -> int:
+    """``record_sweeps`` / ``count_sweeps``: default 1, an integer in [1, 1000]."""
+    if value is None:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= 1000:
+        raise PrivpostError(f"{name} must be an integer in [1, 1000], got {value!r}")
+    return int(value)
 
 
 #: what an unconverged OPS chain's warning says to do: its length is part of the privacy bound

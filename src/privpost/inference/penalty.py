@@ -37,11 +37,25 @@ clipped ratio lies in ``[-r||Δθ||, r||Δθ||]`` and ``||Δθ||_2 <= sqrt(d) h`
 Algorithm 3: ``Ŝ`` is a Gaussian mechanism on ``S_n`` with sensitivity ``Δ_S`` (the model's)
 and sd ``sqrt(ξ)``; the proposal does not enter its privacy.
 
+Two noise sds, one meaning each (issue #23):
+
+* ``release_sd`` (σ; Algorithm 3: sqrt ξ) -- the sd of the Gaussian noise on **each released
+  number**: an owner's noisy partial ratio ``d̂_i`` (general) or one coordinate of an owner's
+  noisy statistic ``Ŝ_i`` (expfam). The privacy is computed from it and the sensitivity.
+* ``ratio_sd`` (``noise_sd`` in :func:`penalty_mcmc` and ``--noise-sd``) -- the sd of the noise
+  on the **log acceptance ratio** that the chain uses, summed over the N owners:
+  ``sqrt(N) σ`` (general) or ``sqrt(N) ||φ(θ₀ + h 1) - φ(θ₀)|| sqrt(ξ)`` for the largest box
+  move (expfam; exact for a linear φ, θ₀ the model's start). :func:`_ratio_scale` is the factor.
+
 Budget: ``iterations=k`` given -> σ (or sqrt ξ) calibrated by
 :func:`~privpost.accounting.calibrate_gaussian_sigma`; otherwise the ratio's noise sd is
-``noise_sd`` (default 2.4 in total, near the maximiser of ``s² α_σ(0, s)``, the squared jump
-per unit of privacy) and k is the largest the accountant allows
-(:func:`~privpost.accounting.max_gaussian_compositions`), capped at ``max_iterations``.
+``noise_sd`` (default 2.4, near the maximiser of ``s² α_σ(0, s)``, the squared jump per unit of
+privacy) and k is the largest the accountant allows
+(:func:`~privpost.accounting.max_gaussian_compositions`), capped at ``max_iterations``. A
+``noise_sd`` the user gives is always honoured: when the budget allows more than
+``max_iterations`` at it, the chain runs ``max_iterations`` at that noise and spends less than the
+budget (the notes say how much). Only the *default* 2.4 is lowered, so that ``max_iterations``
+spend the whole budget -- and the notes say so.
 
 Floating point: the noise is NumPy's (PCG64) Gaussian, not hardened against floating-point
 side channels (Mironov 2012), and the sensitivity is proved for exact arithmetic (the computed
@@ -66,7 +80,7 @@ from privpost._rng import as_generator
 from privpost.errors import DataError, PrivpostError, ReleaseError
 from privpost.models.penalty_models import PENALTY_MODELS, PenaltyModel, penalty_model
 
-__all__ = ["penalty_mcmc", "PenaltyResult", "PenaltyRelease", "penalty_acceptance",
+__all__ = ["penalty_mcmc", "run", "PenaltyResult", "PenaltyRelease", "penalty_acceptance",
            "penalty_kappa", "penalty_kappa_paper", "run_chain", "SCHEMA", "VARIANTS"]
 
 SCHEMA = "privpost.penalty-release/1"
@@ -240,13 +254,32 @@ def run_chain(model, records, *, h, sigma, k, seed=None, owners=None, variant="g
 # ------------------------------------------------------------------------------ release document
 
 def _rebuild_model(d) -> PenaltyModel:
-    if not isinstance(d, dict) or d.get("type") not in PENALTY_MODELS:
+    if not isinstance(d, dict) or not isinstance(d.get("type"), str) \
+            or d["type"] not in PENALTY_MODELS:
         raise ReleaseError("model", f"must be a penalty model, one of {sorted(PENALTY_MODELS)}")
     kw = {k: v for k, v in d.items() if k != "type"}
+    flags = [k for k, v in kw.items() if isinstance(v, bool)]
+    if flags:
+        raise ReleaseError(f"model.{flags[0]}", "must be a number, not true / false")
     try:
-        return PENALTY_MODELS[d["type"]](**kw)
-    except (TypeError, PrivpostError) as exc:
+        model = PENALTY_MODELS[d["type"]](**kw)
+    except (TypeError, ValueError, OverflowError) as exc:   # PrivpostError is a ValueError
         raise ReleaseError("model", str(exc)) from None
+    if model.to_dict() != d:         # every hyperparameter as stated (e.g. no bool for a number)
+        raise ReleaseError("model", f"{json.dumps(d)[:200]} is not stated as the model reads "
+                           f"it ({json.dumps(model.to_dict())[:200]})")
+    return model
+
+
+def _ratio_scale(model, variant: str, h: float, n_owners: int) -> float:
+    """``ratio_sd / release_sd`` (module docstring): ``sqrt(N)`` (general), or ``sqrt(N)`` times
+    the norm of the statistic's jump ``||φ(θ₀ + h 1) - φ(θ₀)||`` for the largest box move
+    (expfam; exact for a linear φ)."""
+    if variant == "expfam":
+        phi = model.expfam()[0]
+        u_ref = model.initial()
+        return math.sqrt(n_owners) * float(np.linalg.norm(phi(u_ref + h) - phi(u_ref)))
+    return math.sqrt(n_owners)
 
 
 def _sensitivity(model, variant, h, clip):
@@ -266,6 +299,26 @@ def _sensitivity(model, variant, h, clip):
     return delta
 
 
+#: fields of a transcript document derived from the others (checked on load, never trusted)
+_DERIVED = {"h": "h = step * n^-step_exponent", "iterations": "the number of proposals",
+            "privacy": "the accountant's (epsilon, delta)",
+            "mu_gdp": "mu = sqrt(k) * sensitivity / release_sd"}
+
+
+def _finite(v) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:           # an integer beyond the float range
+        return False
+
+
+def _close(given, value: float, rel: float = 1e-9) -> bool:
+    """A stored derived number equals its recomputation (to a relative ``rel``)."""
+    if isinstance(given, bool) or not isinstance(given, (int, float)) or not _finite(given):
+        return False
+    return math.isclose(float(given), value, rel_tol=rel, abs_tol=0.0)
+
+
 @dataclass
 class PenaltyRelease:
     """The published transcript of a penalty chain (the adversary's view) with its guarantee.
@@ -276,7 +329,10 @@ class PenaltyRelease:
     variant : "general" | "expfam"
     n : int -- public record count; owner_sizes : list[int] (N,)
     step : float -- c; step_exponent : float -- α; the box half-width is ``h = c n^-α``
-    noise_sd : float -- σ of each released ratio (general) or sqrt(ξ) of each Ŝ (expfam)
+    release_sd : float -- sd of the Gaussian noise on each released number: σ of each owner's
+        noisy ratio (general), sqrt(ξ) of each coordinate of each owner's Ŝ (expfam)
+    ratio_sd : float (property) -- sd of the noise on the log acceptance ratio, all owners
+        together (largest box move for expfam): what ``penalty_mcmc(noise_sd=...)`` sets
     sensitivity : float -- proved L2 sensitivity of each release
     clip : float or None
     states : (k+1, d) -- θ_0..θ_k (unconstrained scale); proposals : (k, d);
@@ -292,7 +348,7 @@ class PenaltyRelease:
     owner_sizes: list
     step: float
     step_exponent: float
-    noise_sd: float
+    release_sd: float
     sensitivity: float
     clip: float | None
     states: np.ndarray
@@ -315,13 +371,20 @@ class PenaltyRelease:
         return int(self.proposals.shape[0])
 
     @property
+    def ratio_sd(self) -> float:
+        """sd of the noise on the log acceptance ratio, all owners together (expfam: for the
+        largest box move): the ``noise_sd`` of :func:`penalty_mcmc`, in both variants."""
+        return self.release_sd * _ratio_scale(self.model, self.variant, self.h,
+                                              len(self.owner_sizes))
+
+    @property
     def mu(self) -> float:
-        """GDP parameter of the whole transcript: sqrt(k) Δ / σ."""
-        return math.sqrt(self.iterations) * self.sensitivity / self.noise_sd
+        """GDP parameter of the whole transcript: sqrt(k) Δ / σ (σ = ``release_sd``)."""
+        return math.sqrt(self.iterations) * self.sensitivity / self.release_sd
 
     def epsilon(self, accountant: str | None = None) -> float:
         from privpost.accounting import gaussian_composition_epsilon
-        return gaussian_composition_epsilon(self.noise_sd, self.sensitivity, self.iterations,
+        return gaussian_composition_epsilon(self.release_sd, self.sensitivity, self.iterations,
                                             self.delta, accountant or self.accountant)
 
     @property
@@ -347,15 +410,25 @@ class PenaltyRelease:
             raise ReleaseError("accountant", f"must be 'tight' or 'advanced', got {self.accountant!r}")
         if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or self.n < 1:
             raise ReleaseError("n", f"must be an integer >= 1, got {self.n!r}")
+        from privpost.limits import check_n
+
+        check_n("n", int(self.n))
         sizes = self.owner_sizes
         if (not isinstance(sizes, list) or not sizes or any(
                 isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in sizes)
                 or sum(sizes) != self.n):
             raise ReleaseError("owner_sizes", f"must be positive integers summing to n = {self.n}")
-        for name in ("step", "step_exponent", "noise_sd", "sensitivity", "delta"):
+        from privpost.limits import check_parameter
+
+        for name in ("step", "step_exponent", "release_sd", "sensitivity", "delta"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) or v <= 0:
                 raise ReleaseError(name, f"must be a finite number > 0, got {v!r}")
+            if name != "delta":     # sizes the accounting can evaluate (privpost.limits)
+                try:
+                    check_parameter(name, float(v))
+                except PrivpostError as exc:
+                    raise ReleaseError(name, str(exc)) from None
         if not self.delta < 1:
             raise ReleaseError("delta", "must be below 1")
         if self.clip is not None and (not isinstance(self.clip, (int, float)) or
@@ -373,8 +446,8 @@ class PenaltyRelease:
         for name in ("states", "proposals", "released"):
             try:
                 a = np.asarray(getattr(self, name), dtype=float)
-            except (TypeError, ValueError):
-                raise ReleaseError(name, "must be a list of lists of numbers") from None
+            except (TypeError, ValueError, OverflowError):   # 10^400: beyond the float range
+                raise ReleaseError(name, "must be a list of lists of (finite) numbers") from None
             if a.ndim != 2 or not np.all(np.isfinite(a)):
                 raise ReleaseError(name, "must be a finite two-dimensional array")
             arrs[name] = a
@@ -397,14 +470,25 @@ class PenaltyRelease:
         for name, a in arrs.items():
             a.setflags(write=False)
             object.__setattr__(self, name, a)
-        _ = self.privacy   # the accountant must certify a finite epsilon
+        from privpost.release import _json_metadata
+
+        object.__setattr__(self, "metadata", _json_metadata(self.metadata))   # plain JSON
+        try:
+            _ = self.privacy   # the accountant must certify a finite epsilon
+        except ReleaseError:
+            raise
+        except (PrivpostError, OverflowError, ValueError) as exc:
+            raise ReleaseError("sensitivity", f"the transcript's guarantee (mu-GDP sqrt(k) "
+                               f"sensitivity / release_sd = {self.mu:.6g}) cannot be certified: "
+                               f"{exc}") from None
 
     # --------------------------------------------------------------- JSON
     def to_dict(self) -> dict:
         return {"schema": SCHEMA, "model": self.model.to_dict(), "variant": self.variant,
                 "n": int(self.n), "owner_sizes": [int(s) for s in self.owner_sizes],
                 "step": self.step, "step_exponent": self.step_exponent, "h": self.h,
-                "noise_sd": self.noise_sd, "sensitivity": self.sensitivity, "clip": self.clip,
+                "release_sd": self.release_sd, "ratio_sd": self.ratio_sd,
+                "sensitivity": self.sensitivity, "clip": self.clip,
                 "iterations": self.iterations, "delta": self.delta,
                 "accountant": self.accountant, "privacy": self.privacy.to_dict(),
                 "mu_gdp": self.mu,
@@ -421,28 +505,56 @@ class PenaltyRelease:
 
     @classmethod
     def from_dict(cls, doc: Any) -> "PenaltyRelease":
-        """Validate a transcript document (raises :class:`ReleaseError` naming the field)."""
+        """Validate a transcript document (raises :class:`ReleaseError` naming the field).
+
+        Every field is checked: the required ones build the transcript (validated by
+        ``_validate``); the derived ones a document may carry (``h``, ``iterations``,
+        ``privacy``, ``mu_gdp``) must equal their recomputation from it (``h = step ·
+        n^-step_exponent``, the half-width the sensitivity is proved from; ``mu_gdp = sqrt(k) ·
+        sensitivity / release_sd``; both to a relative 1e-9); any other field is refused."""
         if not isinstance(doc, dict):
             raise ReleaseError("document", "must be a JSON object")
         if doc.get("schema") != SCHEMA:
             raise ReleaseError("schema", f"expected {SCHEMA!r}, got {doc.get('schema')!r}")
-        req = ("model", "variant", "n", "owner_sizes", "step", "step_exponent", "noise_sd",
+        req = ("model", "variant", "n", "owner_sizes", "step", "step_exponent",
                "sensitivity", "states", "proposals", "released", "delta", "accountant")
         for key in req:
             if key not in doc:
                 raise ReleaseError(key, "is missing")
+        # "release_sd"; documents written before issue #23 stored the same number as "noise_sd"
+        if ("release_sd" in doc) == ("noise_sd" in doc):
+            raise ReleaseError("release_sd", "give the sd of the noise on each released number "
+                               "as 'release_sd' (older documents: 'noise_sd'), exactly once")
+        release_sd = doc["release_sd"] if "release_sd" in doc else doc["noise_sd"]
+        known = set(req) | set(_DERIVED) | {"schema", "clip", "metadata", "release_sd",
+                                            "noise_sd", "ratio_sd"}
+        unknown = sorted((k for k in doc if k not in known), key=str)
+        if unknown:
+            raise ReleaseError(str(unknown[0]), "is not a field of a penalty-MCMC transcript "
+                               f"(fields: {', '.join(sorted(known))})")
         meta = doc.get("metadata", {})
         if not isinstance(meta, dict):
             raise ReleaseError("metadata", "must be a JSON object")
         rel = cls(model=_rebuild_model(doc["model"]), variant=doc["variant"], n=doc["n"],
                   owner_sizes=doc["owner_sizes"], step=doc["step"],
-                  step_exponent=doc["step_exponent"], noise_sd=doc["noise_sd"],
+                  step_exponent=doc["step_exponent"], release_sd=release_sd,
                   sensitivity=doc["sensitivity"], clip=doc.get("clip"), states=doc["states"],
                   proposals=doc["proposals"], released=doc["released"], delta=doc["delta"],
                   accountant=doc["accountant"], metadata=meta)
-        if "iterations" in doc and doc["iterations"] != rel.iterations:
-            raise ReleaseError("iterations", f"{doc['iterations']} disagrees with the transcript "
-                               f"length {rel.iterations}")
+        if "ratio_sd" in doc:
+            got = doc["ratio_sd"]
+            if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isclose(
+                    float(got), rel.ratio_sd, rel_tol=1e-9):
+                raise ReleaseError("ratio_sd", f"{got!r} disagrees with the value derived from "
+                                   f"release_sd ({rel.ratio_sd!r})")
+        if "iterations" in doc and (isinstance(doc["iterations"], bool)
+                                    or doc["iterations"] != rel.iterations):
+            raise ReleaseError("iterations", f"{doc['iterations']!r} disagrees with the "
+                               f"transcript length {rel.iterations}")
+        for key, value in (("h", rel.h), ("mu_gdp", rel.mu)):
+            if key in doc and not _close(doc[key], value):
+                raise ReleaseError(key, f"{doc[key]!r} disagrees with its recomputation "
+                                   f"{value!r} from the transcript ({_DERIVED[key]})")
         if "privacy" in doc:
             from privpost.release import _check_privacy
             _check_privacy(doc["privacy"], rel.privacy)
@@ -450,19 +562,18 @@ class PenaltyRelease:
 
     @classmethod
     def from_json(cls, text: str) -> "PenaltyRelease":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ReleaseError("document", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        return cls.from_dict(doc)
+        """Parse with the release documents' safe reader (nesting depth, huge integers)."""
+        from privpost.release import _parse_json
+
+        return cls.from_dict(_parse_json(text))
 
     @classmethod
     def load(cls, path) -> "PenaltyRelease":
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ReleaseError("file", f"cannot read {path}: {exc.strerror}") from None
-        return cls.from_json(text)
+        """Read with the release documents' safe reader: size limit (``max_document_bytes``),
+        UTF-8 check, nesting depth -- every failure a :class:`ReleaseError`."""
+        from privpost.release import _read_text
+
+        return cls.from_json(_read_text(path))
 
     # --------------------------------------------------------------- analyst side
     def posterior(self, warmup: int | None = None):
@@ -493,6 +604,52 @@ class PenaltyRelease:
                          "invariant for the posterior (exact only when no ratio is clipped)")
         return make_posterior(draws, {"accepted": acc}, "penalty-mcmc", self.model, None,
                               notes, exact=self.clip is None)
+
+
+def run(model, release, *, warmup: int | None = None, seed=None, progress: bool = False):
+    """Method ``"penalty-mcmc"`` of :func:`privpost.infer`: the posterior of a published
+    penalty-MCMC transcript (``privpost penalty``, ``pp.penalty_mcmc(...).release``).
+
+    The draws are the chain's states after ``warmup`` (default half of the iterations):
+    post-processing of the transcript, so no randomness (``seed`` and ``progress`` are accepted
+    and unused) and no choice of length (the curator's budget fixed it). The chain targeted the
+    posterior of the model it ran with, so ``model`` must be that model (a privpost model is
+    converted with :func:`~privpost.models.penalty_models.penalty_model`, the transcript's
+    public bounds filled in); another prior would need draws the transcript does not have.
+
+    Raises :class:`~privpost.errors.IncompatibleError` for a release that is not a transcript
+    and for a model other than the transcript's.
+    """
+    from privpost.errors import IncompatibleError
+
+    if not isinstance(release, PenaltyRelease):
+        raise IncompatibleError("method 'penalty-mcmc' reads a penalty-MCMC transcript (the "
+                                "output of 'privpost penalty' or pp.penalty_mcmc(...).release), "
+                                f"not a {type(release).__name__}")
+    ran = release.model
+    bounds = getattr(ran, "bounds", None)
+    if bounds is None and getattr(ran, "upper", None) is not None:
+        bounds = (0.0, ran.upper)
+    try:
+        given = penalty_model(model, bounds=bounds)
+    except PrivpostError as exc:
+        raise IncompatibleError(f"method 'penalty-mcmc': {exc}") from None
+    if given.to_dict() != ran.to_dict():
+        raise IncompatibleError(
+            f"the transcript's chain ran with the model {json.dumps(ran.to_dict())}: its draws "
+            f"are that model's posterior and cannot be turned into {json.dumps(given.to_dict())}'s;"
+            " give the transcript's model (its prior included)")
+    if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer))):
+        raise PrivpostError(f"warmup must be an integer in 0..{release.iterations - 1}, got "
+                            f"{warmup!r}")
+    from privpost.diagnostics import flag
+
+    post = release.posterior(warmup)
+    post.method = "penalty-mcmc"
+    flag(post, advice="the transcript's length was fixed by the curator's privacy budget (a "
+                      "larger budget, more data or the expfam variant give a longer chain); a "
+                      "smaller warmup= keeps more of it")
+    return post
 
 
 @dataclass
@@ -539,8 +696,13 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
         (``"bernoulli-logit:a=1,b=1"``, ``"logistic-regression-bounded:p=2,bound=1"``, ...)
     epsilon, delta : the (ε, δ) budget of the whole transcript, per owner, replace-one neighbours
     iterations : int, optional -- k; σ is then calibrated. Default: the largest k at ``noise_sd``.
-    noise_sd : float, optional -- total sd of the noisy log-ratio (per owner it is
-        ``noise_sd / sqrt(N)``); expfam: the largest sd over box moves. Default 2.4.
+    noise_sd : float, optional -- sd of the noise on the log acceptance ratio, all owners
+        together (per owner σ = ``noise_sd / sqrt(N)``); expfam: for the largest box move. It
+        is the transcript's ``ratio_sd`` (its ``release_sd`` is σ, the sd of each released
+        number). Given, it is honoured: k is the number of iterations the budget allows at it,
+        capped at ``max_iterations`` (then less than the budget is spent; the notes say how
+        much). Default 2.4; only the default is lowered when the cap binds, so that
+        ``max_iterations`` spend the whole budget (stated in the notes).
     step, step_exponent : the box half-width ``h = step * n**-step_exponent`` (unconstrained scale)
     owners : None, int N (contiguous blocks of records) or one owner label per record (the
         owners' record counts are public and stored in the transcript)
@@ -595,13 +757,8 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
     N = len(sizes)
     h = step * n ** (-alpha)
     sens = _sensitivity(pm, variant, h, clip)
-    if variant == "expfam":
-        phi = pm.expfam()[0]
-        u_ref = pm.initial()
-        jump = float(np.linalg.norm(phi(u_ref + h) - phi(u_ref)))   # exact for linear phi
-        to_sd = math.sqrt(N) * jump   # ratio sd = to_sd * sqrt(xi) for the largest box move
-    else:
-        to_sd = math.sqrt(N)          # ratio sd = sqrt(N) * per-owner sigma
+    to_sd = _ratio_scale(pm, variant, h, N)      # ratio_sd = to_sd * release_sd
+    extra_notes = []
     if iterations is not None:
         if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) \
                 or iterations < 1:
@@ -616,9 +773,22 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
             raise PrivpostError(
                 f"the budget (epsilon={eps:g}, delta={dlt:g}) allows {k} iteration(s) at "
                 f"noise_sd={total_sd:g}: increase noise_sd, decrease step, or pass iterations=")
-        if k > max_iterations:
+        if k > max_iterations and noise_sd is not None:      # the user's noise: honoured
+            extra_notes.append(
+                f"noise_sd={total_sd:g} as given: the budget (epsilon={eps:g}, delta={dlt:g}) "
+                f"allows {k} iterations at it, capped at max_iterations={int(max_iterations)}; "
+                "the transcript therefore spends less than the budget (its privacy above is "
+                "exact); raise max_iterations to use the whole budget")
+            k = int(max_iterations)
+        elif k > max_iterations:        # the default noise: lowered to spend the whole budget
+            allowed_at_default = k
             k = int(max_iterations)
             sigma = calibrate_gaussian_sigma(eps, dlt, k, sens, accountant)
+            extra_notes.append(
+                f"the default noise_sd={total_sd:g} would allow {allowed_at_default} iterations, "
+                f"more than max_iterations={k}: the noise sd was lowered to "
+                f"{sigma * to_sd:.4g} so that {k} iterations spend the budget; pass noise_sd= "
+                "to fix it (it is then honoured)")
     if warmup is not None and (isinstance(warmup, bool) or not isinstance(
             warmup, (int, np.integer)) or not 0 <= warmup < k):
         raise PrivpostError(f"warmup must be an integer in 0..{k - 1} (the budget allows {k} "
@@ -642,6 +812,7 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
                                         progress=prog)
     meta = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "seeded": seed is not None, "epsilon_target": eps,
+            "noise_sd_given": noise_sd,
             "epsilon_other_accountant": gaussian_composition_epsilon(
                 sigma, sens, k, dlt, "advanced" if accountant == "tight" else "tight"),
             "iterations_allowed": allowed}
@@ -650,6 +821,7 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
     rel = PenaltyRelease(pm, variant, n, sizes, step, alpha, float(sigma), float(sens), clip,
                          states, props, released, dlt, accountant, meta)
     post = rel.posterior(warmup)
+    post.notes.extend(extra_notes)
     acc_rate = float(rel.accepted.mean())
     _check_convergence(post)
     return PenaltyResult(post, rel, rel.privacy, allowed, acc_rate)
@@ -657,16 +829,14 @@ def penalty_mcmc(records, model, *, epsilon, delta, iterations=None, noise_sd=No
 
 def _check_convergence(post, min_ess: float = 100.0) -> None:
     """Loud warning (and a note) when the bulk ESS of any coordinate is below ``min_ess``."""
-    import arviz as az
+    from privpost.diagnostics import ess_bulk   # = arviz-stats' bulk ESS, without ArviZ
 
     worst = math.inf
     for name in post.param_names:
         arr = post.draws[name]
         flat = arr.reshape(arr.shape[0], arr.shape[1], -1)
         for j in range(flat.shape[2]):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                e = float(az.ess(flat[:, :, j]))
+            e = ess_bulk(flat[:, :, j])
             worst = min(worst, e if math.isfinite(e) else 0.0)
     if worst < min_ess:
         msg = (f"penalty-mcmc: bulk ESS {worst:.0f} < {min_ess:.0f}: the chain allowed by this "

@@ -104,3 +104,10 @@ class BetaBernoulli(Model):
 
     def check_query(self, query):
         self._require_kind(query, {"sum": "Sum", "mean": "Mean"})
+
+    def count_latent(self, release):
+        """The 2-cell count table of 0/1 records for ``damcmc(latent="counts")`` on ``Sum`` /
+        ``Mean`` releases (or a ReleaseSet of them), else ``None``
+        (:func:`privpost.models._count_tables.bernoulli_table`)."""
+        from privpost.models._count_tables import bernoulli_table
+        return bernoulli_table(self, release)

@@ -175,6 +175,13 @@ class DirichletCategorical(SimplexLogRatioMove, Model):
         idx = np.searchsorted(c, np.asarray(u, dtype=np.float64), side="left")
         return np.minimum(idx, self.k - 1).astype(np.int64)
 
+    def count_latent(self, release):
+        """The K-cell count table for ``damcmc(latent="counts")`` on ``Histogram`` releases (or
+        a ReleaseSet of them), else ``None``
+        (:func:`privpost.models._count_tables.categorical_table`)."""
+        from privpost.models._count_tables import categorical_table
+        return categorical_table(self, release)
+
     def check_query(self, query):
         self._require_kind(query, {"histogram": "Histogram"})
         k = n_categories(query)

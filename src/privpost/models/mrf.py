@@ -323,6 +323,14 @@ class CliqueMRF(Model):
         from privpost.models._mrf_compiled import mrf_compiled
         return mrf_compiled(self)
 
+    def count_latent(self, release):
+        """The joint count table for ``damcmc(latent="counts")`` on ``MarginalTables`` releases
+        (or a ReleaseSet of them); ``None`` (records) beyond
+        :data:`privpost.models._count_tables.MAX_JOINT_CELLS` joint values
+        (:func:`privpost.models._count_tables.mrf_table`)."""
+        from privpost.models._count_tables import mrf_table
+        return mrf_table(self, release)
+
     def validate_records(self, records):
         arr = np.asarray(records)
         T = len(self.levels)

@@ -169,8 +169,43 @@ class NaiveBayesLogLinear(SimplexLogRatioMove, Model):
 
     def update(self, params, records, rng):
         ny, cells = self._counts(records)
+        return self.update_counts(ny, cells, rng)
+
+    def update_counts(self, ny, cells, rng):
+        """The exact conjugate draw given the sufficient statistics of the records: class counts
+        ``ny`` ``(I,)`` and the flat class-by-feature tables ``cells`` (block ``k`` is
+        ``n^k`` ``(I, J_k)`` row-major, the layout of ``NaiveBayesCounts``)."""
         return self._split(self._draw_tables(rng, self._alpha_flat + cells),
                            dirichlet_rows(rng, self.class_alpha + ny))
+
+    # -------------------------------------------------------------- the joint count table
+    def joint_log_probs(self, params, dom=None):
+        """``log pi(y, x) = log p_y + sum_k log q_k[y, x_k]`` at the joint values ``dom``
+        ``(J, K+1)`` (default: all of them, row-major, the class outermost); shape ``(J,)``."""
+        if dom is None:
+            from privpost.models._count_tables import joint_domain
+            dom = joint_domain((self.n_classes,) + self.n_levels)
+        # one gather from [log p, log q_1 (flat), ..., log q_K (flat)]: columns y, then
+        # I + off_k + y J_k + x_k
+        key = id(dom)
+        if getattr(self, "_joint_idx_key", None) != key:
+            self._joint_idx = np.concatenate(
+                [dom[:, :1], self.n_classes + self._off[None, :] + dom[:, :1] * self._J[None, :]
+                 + dom[:, 1:]], axis=1)
+            self._joint_idx_key, self._joint_dom = key, dom
+        flat = np.concatenate([np.asarray(params["p"], dtype=np.float64)]
+                              + [np.asarray(params[nm], dtype=np.float64).ravel()
+                                 for nm in self._names])
+        with np.errstate(divide="ignore"):
+            return np.log(flat)[self._joint_idx].sum(axis=1)
+
+    def count_latent(self, release):
+        """The joint (class, features) count table for ``damcmc(latent="counts")`` on
+        ``NaiveBayesCounts`` releases (or a ReleaseSet of them); ``None`` (records) beyond
+        :data:`privpost.models._count_tables.MAX_JOINT_CELLS` cells
+        (:func:`privpost.models._count_tables.naive_bayes_table`)."""
+        from privpost.models._count_tables import naive_bayes_table
+        return naive_bayes_table(self, release)
 
     # -------------------------------------------------------------- densities
     def log_likelihood(self, params, records):

@@ -28,7 +28,7 @@ def _first_query(release):
 
     if isinstance(release, ReleaseSet):
         return release.releases[0].query
-    return release.query
+    return getattr(release, "query", None)      # a penalty-MCMC transcript has no query
 
 
 def _spec_keys(rest: str) -> dict[str, str]:

@@ -1,0 +1,324 @@
+"""The exact one-dimensional move of units between two cells of a count table (issue 21; DESIGN
+§10; COUNTS.md piece 1).
+
+Moving ``k`` units from cell ``j`` to cell ``i`` of one Multinomial group (``c_i -> c_i + k``,
+``c_j -> c_j - k``, every other cell fixed) has the full conditional
+
+    log f(k) = k (log p_i - log p_j) - lgamma(c_i + k + 1) - lgamma(c_j - k + 1)
+               + sum_m log eta_m(r_m - k v_m),                    k in [-c_i, c_j]
+
+where ``r = s - A c`` are the current residuals of the released coordinates the two cells touch
+and ``v_m = A[m, i] - A[m, j]``. The multinomial coefficient gives the two ``lgamma`` terms, the
+cell probabilities the linear term, the mechanism the rest, with its kernel family (the record
+path's :mod:`privpost.inference._kernels`, weights from ``weights_for``):
+
+* ``"l1"`` (Laplace scale ``b``, discrete Laplace parameter ``t``): ``log eta(z) = -w |z|``,
+  ``w = 1/scale``;
+* ``"l2"`` (Gaussian sd ``sigma``, discrete Gaussian ``sigma``): ``log eta(z) = -w z^2``,
+  ``w = 1/(2 sigma^2)``.
+
+Every term is concave in ``k`` (``-lgamma(x + 1)`` is concave, ``-|.|`` and ``-(.)^2`` of an
+affine function are concave), so ``f`` is a discrete log-concave law and is sampled **exactly**,
+tails included, from the whole range (never a truncated window):
+
+1. the mode ``M``: the forward difference ``D(k) = log f(k+1) - log f(k)`` is non-increasing, so
+   ``M`` is the smallest ``k`` with ``D(k) <= 0``; found by a galloping search from the current
+   state ``k = 0`` and bisection (``O(log |M|)`` evaluations);
+2. the points ``kL < M < kR`` nearest the mode where ``log f`` has dropped by at least 1 (galloping
+   + bisection again; absent when the range ends first);
+3. rejection sampling from the hat ``h(k) = f(M)`` on ``(kL, kR)`` and
+   ``h(k) = f(kR) exp(sR (k - kR))`` for ``k >= kR`` (and symmetrically on the left), with
+   ``sR = D(kR - 1) < 0``: for ``k >= kR``, ``log f(k) - log f(kR) = sum_{t=kR}^{k-1} D(t) <=
+   (k - kR) D(kR - 1)`` because ``D`` is non-increasing, and ``D(kR - 1) <= (log f(kR) -
+   log f(M)) / (kR - M) <= -1 / (kR - M) < 0`` (the chord bound, used instead if rounding ever
+   makes ``D(kR - 1)`` larger). The geometric tails are truncated at the range's ends and drawn
+   by inversion. The acceptance rate is about 3/4 for a Gaussian-like ``f`` whatever its width.
+
+Differences ``log f(k) - log f(k0)`` are computed in a cancellation-free form (``lgamma``
+differences by a Stirling expansion for large arguments, the ``l2`` term as a product), so the
+move stays exact in floating point at ``c ~ 10^9`` where ``lgamma`` itself is ``~ 2 * 10^10``.
+
+Random numbers come from the chain's own ``numpy.random.Generator`` passed into the compiled code
+(the convention of the compiled DA-MCMC drivers, :mod:`privpost.inference._damcmc_fast`), so a
+seeded chain is reproducible.
+
+Arguments shared by the functions below:
+
+==========  =========  ========================================================================
+``ci, cj``  float      current counts of the two cells (integers stored as float64, exact to
+                       ``2^53``)
+``dlp``     float      ``log p_i - log p_j``
+``r``       (m,)       residuals ``s - A c`` of the released coordinates either cell touches
+``v``       (m,)       ``A[m, i] - A[m, j]``
+``w``       (m,)       kernel weights (``weights_for``)
+``l2``      (m,) bool  kernel family of each coordinate (``True``: ``l2``; ``False``: ``l1``)
+``m``       int        number of entries of ``r, v, w, l2`` in use (buffers may be longer)
+==========  =========  ========================================================================
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = ["pair_move", "log_f", "log_f_rel", "forward_diff", "pmf", "sample_many"]
+
+# lgamma(a + d) - lgamma(a) by Stirling's series once both arguments are at least this large
+_STIRLING_MIN = 1.0e4
+
+
+@njit(cache=True, nogil=True)
+def _lgamma_diff(a, d):
+    """``lgamma(a + d) - lgamma(a)`` for ``a > 0``, ``a + d > 0``, free of cancellation.
+
+    For both arguments ``>= 1e4`` Stirling's series: ``lgamma(x) = (x - 1/2) log x - x +
+    log(2 pi)/2 + 1/(12 x) - 1/(360 x^3) + O(x^-5)`` (remainder ``< 1e-21`` there), whose
+    difference is ``(a - 1/2) log1p(d/a) + d log(a + d) - d`` plus the correction terms' difference;
+    otherwise ``lgamma`` directly (values below ``~ 1e5`` or a difference too large to matter)."""
+    if d == 0.0:
+        return 0.0
+    b = a + d
+    if a >= _STIRLING_MIN and b >= _STIRLING_MIN:
+        main = (a - 0.5) * math.log1p(d / a) + d * math.log(b) - d
+        corr = (1.0 / (12.0 * b) - 1.0 / (360.0 * b * b * b)) \
+            - (1.0 / (12.0 * a) - 1.0 / (360.0 * a * a * a))
+        return main + corr
+    return math.lgamma(b) - math.lgamma(a)
+
+
+@njit(cache=True, nogil=True)
+def log_f_rel(k, k0, ci, cj, dlp, r, v, w, l2, m):
+    """``log f(k) - log f(k0)`` (both in ``[-ci, cj]``), cancellation-free."""
+    if k == k0:
+        return 0.0
+    dk = k - k0
+    out = dk * dlp
+    out -= _lgamma_diff(ci + k0 + 1.0, dk)
+    out -= _lgamma_diff(cj - k0 + 1.0, -dk)
+    for q in range(m):
+        if l2[q]:
+            # (r - k v)^2 - (r - k0 v)^2 = (k0 - k) v (2 r - (k + k0) v)
+            out -= w[q] * ((k0 - k) * v[q]) * (2.0 * r[q] - (k + k0) * v[q])
+        else:
+            out -= w[q] * (abs(r[q] - k * v[q]) - abs(r[q] - k0 * v[q]))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def forward_diff(k, ci, cj, dlp, r, v, w, l2, m):
+    """``D(k) = log f(k + 1) - log f(k)`` for ``k in [-ci, cj - 1]`` (non-increasing in ``k``)."""
+    out = dlp - math.log(ci + k + 1.0) + math.log(cj - k)
+    for q in range(m):
+        if l2[q]:
+            out -= w[q] * (-v[q]) * (2.0 * r[q] - (2.0 * k + 1.0) * v[q])
+        else:
+            out -= w[q] * (abs(r[q] - (k + 1.0) * v[q]) - abs(r[q] - k * v[q]))
+    return out
+
+
+@njit(cache=True, nogil=True)
+def log_f(k, ci, cj, dlp, r, v, w, l2, m):
+    """Unnormalised ``log f(k)`` itself (``lgamma`` form; for tests and enumeration at small
+    counts -- use :func:`log_f_rel` for differences at large counts)."""
+    out = k * dlp - math.lgamma(ci + k + 1.0) - math.lgamma(cj - k + 1.0)
+    for q in range(m):
+        z = r[q] - k * v[q]
+        if l2[q]:
+            out -= w[q] * z * z
+        else:
+            out -= w[q] * abs(z)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
+    """Smallest ``k in [lo, hi]`` with ``D(k) <= 0`` (``hi`` when none): the mode of ``f``.
+    Galloping search from ``0`` (the current state, ``lo <= 0 <= hi``), then bisection."""
+    if lo == hi:
+        return lo
+    if 0.0 < hi and forward_diff(0.0, ci, cj, dlp, r, v, w, l2, m) > 0.0:
+        # mode is to the right of 0: find a with D(a) > 0, b with D(b) <= 0 or b = hi
+        a = 0.0
+        step = 1.0
+        while True:
+            b = a + step
+            if b >= hi:
+                b = hi
+                break
+            if forward_diff(b, ci, cj, dlp, r, v, w, l2, m) <= 0.0:
+                break
+            a = b
+            step *= 2.0
+        # invariant: D(a) > 0; D(b) <= 0 or b == hi; answer in (a, b]
+        while b - a > 1.0:
+            mid = np.floor(0.5 * (a + b))
+            if forward_diff(mid, ci, cj, dlp, r, v, w, l2, m) <= 0.0:
+                b = mid
+            else:
+                a = mid
+        return b
+    # D(0) <= 0 (or 0 == hi): mode <= 0. Find b with D(b) <= 0, a with D(a) > 0 or a = lo - 1
+    b = 0.0
+    step = 1.0
+    while True:
+        a = b - step
+        if a < lo:
+            a = lo - 1.0
+            break
+        if forward_diff(a, ci, cj, dlp, r, v, w, l2, m) > 0.0:
+            break
+        b = a
+        step *= 2.0
+    # invariant: D(b) <= 0 (or b == hi == 0); D(a) > 0 or a == lo - 1; answer in (a, b]
+    while b - a > 1.0:
+        mid = np.floor(0.5 * (a + b))
+        if forward_diff(mid, ci, cj, dlp, r, v, w, l2, m) <= 0.0:
+            b = mid
+        else:
+            a = mid
+    return b
+
+
+@njit(cache=True, nogil=True)
+def _drop_point(mode, end, direction, ci, cj, dlp, r, v, w, l2, m):
+    """Nearest ``k`` beyond ``mode`` in ``direction`` (+1 or -1), not past ``end``, with
+    ``log f(k) - log f(mode) <= -1``; ``end + direction`` when there is none. Galloping search +
+    bisection (``log f`` is unimodal, so the drop is monotone beyond the mode)."""
+    if mode == end:
+        return end + direction
+    if log_f_rel(end, mode, ci, cj, dlp, r, v, w, l2, m) > -1.0:
+        return end + direction
+    # near: drop > -1 ; far: drop <= -1
+    near = mode
+    step = 1.0
+    while True:
+        far = mode + direction * step
+        if (far - end) * direction >= 0.0:
+            far = end
+            break
+        if log_f_rel(far, mode, ci, cj, dlp, r, v, w, l2, m) <= -1.0:
+            break
+        near = far
+        step *= 2.0
+    while abs(far - near) > 1.0:
+        mid = np.floor(0.5 * (far + near))
+        if log_f_rel(mid, mode, ci, cj, dlp, r, v, w, l2, m) <= -1.0:
+            far = mid
+        else:
+            near = mid
+    return far
+
+
+@njit(cache=True, nogil=True)
+def _geom_mass(slope, length):
+    """``sum_{j=0}^{length-1} exp(slope j)`` for ``slope < 0``, ``length >= 1`` (length may be
+    huge)."""
+    return -math.expm1(slope * length) / -math.expm1(slope)
+
+
+@njit(cache=True, nogil=True)
+def _geom_draw(slope, length, rng):
+    """A draw of ``j in {0, ..., length-1}`` with ``P(j) ∝ exp(slope j)`` (``slope < 0``), by
+    inversion."""
+    u = rng.random()
+    # P(J <= j) = (1 - e^{slope (j+1)}) / (1 - e^{slope length}); invert
+    tot = -math.expm1(slope * length)
+    j = np.floor(math.log1p(-u * tot) / slope)
+    if j < 0.0:
+        j = 0.0
+    if j > length - 1.0:
+        j = length - 1.0
+    return j
+
+
+@njit(cache=True, nogil=True)
+def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
+    """An exact draw of ``k`` from ``f`` on ``[-ci, cj]`` (see the module docstring); returns
+    ``k`` as a float64 integer. Units move ``c_i += k``, ``c_j -= k``; the caller updates the
+    residuals (``r_m -= k v_m``)."""
+    lo = -ci
+    hi = cj
+    if lo == hi:
+        return 0.0
+    mode = _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m)
+    kr = _drop_point(mode, hi, 1.0, ci, cj, dlp, r, v, w, l2, m)
+    kl = _drop_point(mode, lo, -1.0, ci, cj, dlp, r, v, w, l2, m)
+    # flat part: (kl, kr) intersected with [lo, hi], height 1 (relative to f(mode))
+    flat_lo = max(kl + 1.0, lo)
+    flat_hi = min(kr - 1.0, hi)
+    w_flat = flat_hi - flat_lo + 1.0
+    # right tail [kr, hi]
+    w_right = 0.0
+    g_r = 0.0
+    s_r = -1.0
+    n_r = 0.0
+    if kr <= hi:
+        g_r = log_f_rel(kr, mode, ci, cj, dlp, r, v, w, l2, m)
+        s_r = forward_diff(kr - 1.0, ci, cj, dlp, r, v, w, l2, m)
+        chord = g_r / (kr - mode)
+        if not s_r <= chord:
+            s_r = chord
+        n_r = hi - kr + 1.0
+        w_right = math.exp(g_r) * _geom_mass(s_r, n_r)
+    w_left = 0.0
+    g_l = 0.0
+    s_l = -1.0
+    n_l = 0.0
+    if kl >= lo:
+        g_l = log_f_rel(kl, mode, ci, cj, dlp, r, v, w, l2, m)
+        # going left: log f(kl - j) <= g_l + j * s_l with s_l = -D(kl) (D(kl) >= chord > 0)
+        s_l = -forward_diff(kl, ci, cj, dlp, r, v, w, l2, m)
+        chord = g_l / (mode - kl)
+        if not s_l <= chord:
+            s_l = chord
+        n_l = kl - lo + 1.0
+        w_left = math.exp(g_l) * _geom_mass(s_l, n_l)
+    total = w_flat + w_right + w_left
+    while True:
+        u = rng.random() * total
+        if u < w_flat:
+            k = flat_lo + np.floor(rng.random() * w_flat)
+            if k > flat_hi:
+                k = flat_hi
+            log_h = 0.0
+        elif u < w_flat + w_right:
+            j = _geom_draw(s_r, n_r, rng)
+            k = kr + j
+            log_h = g_r + s_r * j
+        else:
+            j = _geom_draw(s_l, n_l, rng)
+            k = kl - j
+            log_h = g_l + s_l * j
+        lf = log_f_rel(k, mode, ci, cj, dlp, r, v, w, l2, m)
+        if -rng.standard_exponential() < lf - log_h:
+            return k
+
+
+@njit(cache=True, nogil=True)
+def sample_many(n_draws, ci, cj, dlp, r, v, w, l2, rng):
+    """``n_draws`` independent draws of :func:`pair_move` at fixed state (tests)."""
+    out = np.empty(n_draws)
+    m = r.shape[0]
+    for t in range(n_draws):
+        out[t] = pair_move(ci, cj, dlp, r, v, w, l2, m, rng)
+    return out
+
+
+def pmf(ci, cj, dlp, r, v, w, l2, *, drop_lgamma: bool = False):
+    """The exact normalised pmf of ``k`` on ``[-ci, cj]`` by enumeration (tests; small counts).
+
+    ``drop_lgamma=True`` leaves the multinomial coefficient out (a deliberately wrong law).
+    Returns ``(ks, probs)``, each ``(cj + ci + 1,)``."""
+    r, v, w = (np.ascontiguousarray(x, dtype=np.float64) for x in (r, v, w))
+    l2 = np.ascontiguousarray(l2, dtype=np.bool_)
+    ks = np.arange(-int(ci), int(cj) + 1, dtype=np.float64)
+    lf = np.array([log_f(k, float(ci), float(cj), float(dlp), r, v, w, l2, r.shape[0])
+                   for k in ks])
+    if drop_lgamma:
+        from scipy.special import gammaln
+        lf = lf + gammaln(ci + ks + 1.0) + gammaln(cj - ks + 1.0)
+    lf -= lf.max()
+    p = np.exp(lf)
+    return ks, p / p.sum()
