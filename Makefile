@@ -14,7 +14,7 @@ PYTHON := $(shell for p in python3.12 python3.13 \
 	"$$p" -c '$(PYCHECK)' >/dev/null 2>&1 && { command -v "$$p"; break; }; done)
 endif
 
-.PHONY: demo test test-slow bench install clean
+.PHONY: demo test test-slow test-seeds bench install clean
 
 # (Re)creates the venv when it is missing or was made with another Python (an older 3.11 one).
 $(STAMP): pyproject.toml
@@ -37,6 +37,21 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The statistical tests again at independent seeds (DESIGN.md §12; tests/_seed_offset.py), one
+# offset after another, counting their Monte Carlo checks against the budget that sets the
+# family-wise tolerance (tests/_tolerance.py). Fails if any offset fails.
+SEED_OFFSETS ?= 1 2 3 4 5
+test-seeds: $(STAMP)
+	@failed=""; for k in $(SEED_OFFSETS); do \
+	  echo "== PRIVPOST_TEST_SEED_OFFSET=$$k"; \
+	  PRIVPOST_TEST_SEED_OFFSET=$$k PRIVPOST_TEST_COUNT_CHECKS=1 \
+	    $(BIN)/python -m pytest -q -m "statistical and not slow" -p no:cacheprovider \
+	    || failed="$$failed $$k"; \
+	done; \
+	if [ -n "$$failed" ]; then \
+	  echo "statistical tests failed at seed offset(s):$$failed"; exit 1; fi; \
+	echo "statistical tests passed at seed offsets $(SEED_OFFSETS)"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_damcmc.py

@@ -15,6 +15,8 @@ import itertools
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
+from _tolerance import K_MCSE
+
 
 def compositions(N: int, k: int) -> np.ndarray:
     """All (h_1..h_k) >= 0 with sum N, shape (C(N+k-1, k-1), k)."""
@@ -72,9 +74,9 @@ def is_posterior(model, release, f, *, draws=200_000, seed=0, batch=5000, prior_
 def check_damcmc_on_tiny_chain(**infer_kw):
     """3 binary nodes (chain 0-1-2), N = 4, Laplace noise b = 2|C|/eps = 1: damcmc's posterior
     means of the 8 joint probabilities against the exact ones by importance sampling (all 330
-    histograms of 4 records), |z| < 4 against the joint Monte Carlo error; the wrong targets --
+    histograms of 4 records), |z| < K_MCSE against the joint Monte Carlo error; the wrong targets --
     the prior (1/8 each) and the posterior under the thesis's scale |C|/eps = 0.5 -- must be
-    rejected (|z| > 8 and > 4). ``infer_kw`` go to ``pp.infer``; returns the posterior."""
+    rejected (|z| > 8 and > K_MCSE). ``infer_kw`` go to ``pp.infer``; returns the posterior."""
     import math
     from types import SimpleNamespace
 
@@ -113,7 +115,7 @@ def check_damcmc_on_tiny_chain(**infer_kw):
         z.append((d.mean() - m[j]) / math.hypot(se_mc, se[j]))
         z_thesis.append((d.mean() - m_wrong[j]) / math.hypot(se_mc, se_wrong[j]))
         z_prior.append((d.mean() - 1 / 8) / se_mc)
-    assert max(map(abs, z)) < 4, z
+    assert max(map(abs, z)) < K_MCSE, z
     assert max(map(abs, z_prior)) > 8, z_prior
-    assert max(map(abs, z_thesis)) > 4, z_thesis
+    assert max(map(abs, z_thesis)) > K_MCSE, z_thesis
     return post

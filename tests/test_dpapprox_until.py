@@ -33,6 +33,8 @@ from privpost.inference.compositional import INIT_NOTE
 from privpost.inference.dirichlet_tools import dirichlet_mle
 from privpost.models import Dirichlet
 
+from _tolerance import K_MCSE
+
 ALPHA = [2.2, 3.3, 4.4]
 
 
@@ -41,7 +43,13 @@ def easy():
     """n = 1000, eps = 0.5 (the seed's setting): the statistic's noise is large enough that
     its MLE does not exist (sum_j exp(s_j) > 1), so the chains start at prior draws."""
     x = np.random.default_rng(1).dirichlet(ALPHA, 1000)
-    return dpss_release(x, 0.125, 0.375, seed=2)
+    # whether the MLE exists depends on the noise draw (at seed offset 1 seed 2's has one): the
+    # first noise seed from 2 on whose statistic has none
+    for seed in range(2, 40):
+        rs = dpss_release(x, 0.125, 0.375, seed=seed)
+        if not np.all(np.isfinite(dirichlet_mle(np.asarray(parse_dpss(rs).stat.observed)))):
+            return rs
+    raise AssertionError("every noise draw of seeds 2..39 has an MLE")
 
 
 @pytest.fixture(scope="module")
@@ -170,9 +178,9 @@ def test_starts_are_dispersed_like_renoised_mles(sharp):
 
     ok, ratio = spread_ok(starts)
     assert ok, ratio
-    # centred where the re-noised MLEs are (medians of log alpha within 4 standard errors)
+    # centred where the re-noised MLEs are (medians of log alpha within K_MCSE standard errors)
     se = 1.2533 * np.log(ref).std(0) * np.sqrt(1 / chains + 1 / len(ref))
-    assert np.all(np.abs(np.median(np.log(starts), 0) - np.median(np.log(ref), 0)) < 4 * se)
+    assert np.all(np.abs(np.median(np.log(starts), 0) - np.median(np.log(ref), 0)) < K_MCSE * se)
     # the old shared start MLE(s_L) fails the spread check
     shared = np.repeat(dirichlet_mle(s_L)[None], chains, axis=0)
     assert not spread_ok(shared)[0]

@@ -20,6 +20,8 @@ from privpost.models import model_from_spec
 from privpost.queries import Sum
 from privpost.release import Release
 
+from _tolerance import K_MCSE
+
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 A, B = 2.0, 3.0
@@ -100,7 +102,7 @@ def test_damcmc_is_exact_on_extreme_beta_bernoulli(n, eps, y):
     mean, sd = _quadrature(n, y, _laplace(b))
     mcse = theta.std() / math.sqrt(_ess(theta))
     z = (theta.mean() - mean) / mcse
-    assert abs(z) < 4, (z, theta.mean(), mean)
+    assert abs(z) < K_MCSE, (z, theta.mean(), mean)
     assert abs(theta.std() - sd) < 0.1 * sd
 
 
@@ -116,5 +118,5 @@ def test_the_exactness_check_has_power():
     mcse = theta.std() / math.sqrt(_ess(theta))
     wrong_scale, _ = _quadrature(n, y, _laplace(3 * b))
     no_noise = (A + y) / (A + B + n)                      # Beta(A + y, B + n - y) mean
-    assert abs(theta.mean() - wrong_scale) / mcse > 4
-    assert abs(theta.mean() - no_noise) / mcse > 4
+    assert abs(theta.mean() - wrong_scale) / mcse > K_MCSE
+    assert abs(theta.mean() - no_noise) / mcse > K_MCSE

@@ -19,6 +19,8 @@ from privpost.mechanisms import Gaussian, Laplace
 from privpost.models import LinearRegression
 from privpost.queries import CovariateMoments, RegressionStats
 
+from _tolerance import K_MCSE
+
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 
@@ -126,7 +128,7 @@ def test_stat_moments_match_monte_carlo():
     bt, s2t = R.normalised_params(beta[None], np.array([2.0]), sc)
     mu, Sig = R.stat_moments(M4, bt, s2t, R.stat_pairs(p))
     se = t.std(0) / math.sqrt(t.shape[0])
-    assert np.all(np.abs(mu[0] - t.mean(0)) < 5 * se)
+    assert np.all(np.abs(mu[0] - t.mean(0)) < K_MCSE * se)
     C = np.cov(t.T)
     assert np.abs(Sig[0] - C).max() < 0.03 * np.abs(C).max()
 

@@ -23,6 +23,8 @@ from privpost.models.mrf import chain_cliques
 sys.path.insert(0, str(Path(__file__).parent))
 from _mrf_exact import check_damcmc_on_tiny_chain, design  # noqa: E402
 
+from _tolerance import K_MCSE
+
 STRUCTURES = [
     ([2, 3, 2, 2, 3], [(0, 1), (1, 2), (2, 3), (3, 4)]),                 # chain
     ([2, 2, 2, 2, 2], chain_cliques(5, 3)),                              # third-order chain
@@ -87,7 +89,7 @@ def test_junction_tree_sampler_is_exact(cards, cliques):
         emp = np.bincount(np.ravel_multi_index(x.T, cards), minlength=p.size) / n
         return float(np.max(np.abs(emp - p) / np.sqrt(p * (1 - p) / n)))
     jt = JunctionTree(cards, cliques)
-    assert maxz(jt.sample(ths, n, rng)) < 4.5
+    assert maxz(jt.sample(ths, n, rng)) < K_MCSE
     # wrong variant: draws for other potentials are detected
     wrong = [t + rng.normal(0, 0.3, size=t.shape) for t in ths]
     assert maxz(jt.sample(wrong, n, rng)) > 8
@@ -161,7 +163,9 @@ def test_damcmc_matches_enumeration():
     8 joint probabilities p_theta(x) by importance sampling from the prior with the exact
     likelihood (all 330 histograms of 4 records); damcmc within Monte Carlo error. Wrong
     targets: the prior, and the posterior under the thesis's scale |C|/eps (= 0.5)."""
-    check_damcmc_on_tiny_chain(draws=1500, warmup=300, chains=2, seed=1, cores=1,
+    # 8000 draws: at 1500 the thesis-scale wrong target was only ~4.5 MCSE away (4.03 at seed
+    # offset 3), short of K_MCSE; at 8000 its largest |z| is ~8-10 (tests/_tolerance.py)
+    check_damcmc_on_tiny_chain(draws=8000, warmup=300, chains=2, seed=1, cores=1,
                                progress=False)
 
 
@@ -208,15 +212,20 @@ def _ratios(seeds, T):
     return ratios
 
 
+@pytest.mark.slow
 def test_cgm_em_improves_over_naive():
     """Chain of 3 ternary nodes, N = 500, eps = 1 (b = 4), Dirichlet(1) edge tables, default
-    options. KL(true || CGM-EM) / KL(true || naive) measured on seeds 0..9: 0.95, 0.13, 0.54,
-    1.00, 0.58, 0.11, 0.22, 0.56, 0.60, 0.15 (never above 1.0, mean 0.48). Asserted on seeds
-    0..2 (0.95, 0.13, 0.54): each <= 1.02 and mean < 0.75. Wrong variant: the naive estimate
-    compared with itself has ratio 1, which the mean bound rejects."""
-    ratios = _ratios((0, 1, 2), T=3)
-    assert max(ratios) <= 1.02 and np.mean(ratios) < 0.75, ratios
-    assert not np.mean([1.0, 1.0, 1.0]) < 0.75
+    options: KL(true || CGM-EM) / KL(true || naive). Seeds 0..9 gave 0.95, 0.13, 0.54, 1.00,
+    0.58, 0.11, 0.22, 0.56, 0.60, 0.15 (mean 0.48), which an earlier version of this test
+    asserted as "each <= 1.02, mean of seeds 0..2 < 0.75"; at seed offsets 2 and 3 that failed
+    (1.06; 1.38, and the mean over 10 seeds 1.045). Seeds 10..49: mean 0.75, sd 0.33, 25% above
+    1. The claim that holds is on average, and needs many data sets to be seed-proof: the mean
+    over 50 seeds is below 1 (its standard error ~0.33 / sqrt(50) = 0.047, so 1 is ~5.3
+    standard errors above the expected mean). Wrong variant: the naive estimate compared with
+    itself has ratio 1, which the bound rejects."""
+    ratios = _ratios(tuple(range(50)), T=3)
+    assert np.mean(ratios) < 1.0, ratios
+    assert not np.mean(np.ones(50)) < 1.0
 
 
 @pytest.mark.slow

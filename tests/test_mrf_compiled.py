@@ -20,6 +20,8 @@ from privpost.models.mrf import chain_cliques
 sys.path.insert(0, str(Path(__file__).parent))
 from _mrf_exact import check_damcmc_on_tiny_chain  # noqa: E402
 
+from _tolerance import K_MCSE
+
 
 def test_compiled_update_follows_the_python_kernel():
     """Same Generator state -> same new theta (compiled vs update_counts), over many steps
@@ -69,7 +71,9 @@ def test_damcmc_fast_path_matches_enumeration():
     """As test_mrf.py's enumeration test, on the fully compiled driver (fast_path=True): 3 binary
     nodes, N = 4, Laplace b = 1; posterior means of the 8 joint probabilities vs importance
     sampling with the exact likelihood. Wrong targets (prior; thesis scale b = 0.5) rejected."""
-    post = check_damcmc_on_tiny_chain(draws=4000, warmup=500, chains=2, seed=2, cores=1,
+    # 8000 draws, as in test_mrf.py: the thesis-scale wrong target needs them to be rejected
+    # at any seed
+    post = check_damcmc_on_tiny_chain(draws=8000, warmup=500, chains=2, seed=2, cores=1,
                                       progress=False, fast_path=True)
     assert any("fully compiled chain driver" in n for n in post.notes), post.notes
 
@@ -97,4 +101,4 @@ def test_fast_and_generic_paths_agree_on_a_loopy_model():
                        for j in range(mu.shape[-1])])
         res[fp] = (mean, se)
     z = (res[True][0] - res[False][0]) / np.hypot(res[True][1], res[False][1])
-    assert np.abs(z).max() < 4, z
+    assert np.abs(z).max() < K_MCSE, z
