@@ -1035,11 +1035,21 @@ def penalty_cmd(
 def demo_cmd(
     workdir: Path = typer.Option(Path("demo-output"), help="Where to write the demo files."),
     seed: int = typer.Option(2026, help="Seed of the synthetic data and release."),
+    as_json: bool = typer.Option(False, "--json", help="Print the posterior intervals of each "
+                                 "method as JSON instead of the story."),
 ):
     """End-to-end story: confidential data -> private release -> noise-aware posterior."""
+    import io
+
     from privpost.demo import run_demo
 
-    run_demo(workdir, seed=seed, console=out)
+    if not as_json:
+        run_demo(workdir, seed=seed, console=out)
+        return
+    result = run_demo(workdir, seed=seed, console=Console(file=io.StringIO()))
+    _emit_json({"workdir": str(workdir),
+                "files": sorted(str(p) for p in Path(workdir).iterdir()),
+                "theta_90": result})
 
 
 def _register_experiments() -> None:
