@@ -1,5 +1,5 @@
 """One CLI grammar (issue #24, Deliver 5): ``--json`` on every command that prints or writes,
-..."""
+inline JSON or a path for every ``--spec``."""
 
 from __future__ import annotations
 
@@ -71,3 +71,52 @@ def test_dpss_json_states_threshold_and_total_privacy(files):
     g = doc["privacy"]["guarantee"]
     assert g["kind"] == "pure" and g["epsilon"] == pytest.approx(1.5)   # epsilon1 + epsilon2
     assert doc["privacy"]["not_covered"] == []
+
+
+# ----------------------------------------------------------------------------- 2. --spec
+_SPEC = {"query": {"type": "sum", "columns": ["y"], "bounds": [0, 1]},
+         "mechanism": {"type": "laplace", "epsilon": 1.0}}
+
+
+@pytest.mark.parametrize("how", ["inline", "file"])
+def test_release_spec_inline_or_file_gives_the_same_release(files, how):
+    spec = json.dumps(_SPEC)
+    if how == "file":
+        (files / "spec.json").write_text(spec)
+        spec = str(files / "spec.json")
+    doc = _json(runner.invoke(app, ["release", str(files / "y.csv"), "--spec", spec, "--seed",
+                                    "4", "-o", str(files / "r.json"), "--json"]))
+    assert doc["query"]["type"] == "sum" and doc["n"] == 200
+    assert doc["mechanism"]["scale"] == pytest.approx(1.0)     # sensitivity 1 / epsilon 1
+    assert doc["privacy"]["epsilon"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("command", ["release", "calibrate"])
+@pytest.mark.parametrize("bad, says", [
+    ("no-such-spec.json", "is neither an existing file nor inline JSON"),
+    ('{"query": ', "not valid JSON"),
+    ('{"query": {}}', "needs 'query' and 'mechanism'"),
+    ("[1, 2]", "needs 'query' and 'mechanism'"),
+])
+def test_a_bad_spec_is_a_clean_error_naming_spec(files, command, bad, says):
+    args = (["release", str(files / "y.csv"), "-o", str(files / "r.json")]
+            if command == "release" else
+            ["calibrate", "--model", "beta-bernoulli:a=1,b=1", "--methods", "naive",
+             "--n", "10", "--epsilon", "1", "--replicates", "2", "--no-progress",
+             "-o", str(files / "cal")])
+    res = runner.invoke(app, args + ["--spec", bad])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1, res.output
+    assert "--spec" in text and says in text
+    assert "Traceback" not in text
+    assert not (files / "r.json").exists()
+
+
+def test_calibrate_spec_reads_a_file_too(files):
+    (files / "spec.json").write_text(json.dumps(_SPEC))
+    res = runner.invoke(app, ["calibrate", "--model", "beta-bernoulli:a=1,b=1", "--spec",
+                              str(files / "spec.json"), "--methods", "naive", "--n", "10",
+                              "--epsilon", "1", "--replicates", "2", "--seed", "1",
+                              "--no-progress", "-o", str(files / "cal"), "--json"])
+    assert res.exit_code == 0, res.output
+    assert "naive" in res.stdout

@@ -112,15 +112,45 @@ def _parse_bounds(text: str) -> tuple[float, float]:
         raise PrivpostError(f"--bounds must be finite with LOW < HIGH, got {text!r}")
     return lo, hi
 
-def _read_spec(spec: Path) -> dict:
+def read_json_option(text: str, option: str) -> Any:
+    """The JSON document of an option given inline (``'{"query": ...}'``) or as a file path.
+
+    Text starting with ``{`` or ``[`` is read as inline JSON; anything else as the path of a
+    file holding JSON. Every failure is a :class:`PrivpostError` naming ``option``: a path that
+    does not exist (and is not JSON), an unreadable file, text that is not valid JSON.
+    Used by every ``--spec`` (``release``, ``calibrate``) and ``calibrate``'s JSON options.
+    """
+    raw = text.strip()
+    where = option
+    if not raw.startswith(("{", "[")):
+        path = Path(raw)
+        where = f"{option} {raw}"
+        try:
+            raw = path.read_text()
+        except FileNotFoundError:
+            raise PrivpostError(f"{option}: {text!r} is neither an existing file nor inline "
+                                f"JSON (e.g. {option} '{{\"query\": {{...}}, \"mechanism\": "
+                                "{...}}' or a file holding it)") from None
+        except IsADirectoryError:
+            raise PrivpostError(f"{where}: is a directory, not a JSON file") from None
+        except OSError as exc:
+            raise PrivpostError(f"{where}: cannot read the file ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise PrivpostError(f"{where}: the file is not UTF-8 text") from None
     try:
-        doc = json.loads(spec.read_text())
-    except OSError as exc:
-        raise PrivpostError(f"{spec}: cannot read the spec ({exc.strerror})") from None
+        return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise PrivpostError(f"{spec}: the spec is not valid JSON ({exc.msg})") from None
+        raise PrivpostError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno} column "
+                            f"{exc.colno})") from None
+    except RecursionError:
+        raise PrivpostError(f"{where}: the JSON is nested too deeply") from None
+
+
+def _read_spec(spec: str) -> dict:
+    """A release spec (``--spec``, inline JSON or a file): ``{query, mechanism, ...}``."""
+    doc = read_json_option(spec, "--spec")
     if not isinstance(doc, dict) or "query" not in doc or "mechanism" not in doc:
-        raise PrivpostError(f"{spec}: the spec needs 'query' and 'mechanism' objects")
+        raise PrivpostError("--spec: the spec needs 'query' and 'mechanism' objects")
     return doc
 
 
@@ -165,8 +195,9 @@ def release_cmd(
     data: Path = typer.Argument(..., help="CSV or Parquet file of confidential records."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the "
                                           "release JSON (default: DATA-release.json here)."),
-    spec: Optional[Path] = typer.Option(None, help="JSON spec: {query: {...}, mechanism: {...}, "
-                                        "columns: [...], neighbours: 'replace'}."),
+    spec: Optional[str] = typer.Option(None, help="JSON spec, inline or a file: {query: {...}, "
+                                       "mechanism: {...}, columns: [...], neighbours: "
+                                       "'replace'}."),
     query: Optional[str] = typer.Option(None, help="Query type: count (of a 0/1 column), sum, "
                                         "mean, histogram, "
                                         "truncated_sum, regression_stats, covariate_moments, "
@@ -218,7 +249,7 @@ def release_cmd(
     else:
         if query is None:
             raise PrivpostError("--query is missing: type e.g. --query sum --bounds 0,1 "
-                                "--column answer (or give --spec FILE)")
+                                "--column answer (or give --spec FILE or inline JSON)")
         columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
         columns = columns_needed(query, columns, data)
         mdoc = _mechanism_doc(mechanism, epsilon, delta, rho, scale)
