@@ -1,5 +1,5 @@
 """One CLI grammar (issue #24, Deliver 5): ``--json`` on every command that prints or writes,
-inline JSON or a path for every ``--spec``."""
+inline JSON or a path for every ``--spec``, every query kind of ``release`` from flags."""
 
 from __future__ import annotations
 
@@ -120,3 +120,90 @@ def test_calibrate_spec_reads_a_file_too(files):
                               "--no-progress", "-o", str(files / "cal"), "--json"])
     assert res.exit_code == 0, res.output
     assert "naive" in res.stdout
+
+
+# ----------------------------------------------------------------------------- 3. queries
+def test_release_help_lists_every_query_kind_with_its_flags():
+    from privpost.cli import QUERY_FLAGS
+    from privpost.queries import QUERIES
+
+    assert set(QUERY_FLAGS) == set(QUERIES) | {"count"}
+    res = runner.invoke(app, ["release", "--help"], terminal_width=400)
+    assert res.exit_code == 0
+    text = " ".join(res.output.replace("│", " ").split())
+    for kind in QUERY_FLAGS:
+        assert kind in text, kind
+    assert "--cliques" in text and "--threshold" in text
+
+
+@pytest.fixture()
+def mrf_csv(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    smoke = rng.integers(0, 2, 300)
+    cough = (rng.random(300) < 0.2 + 0.5 * smoke).astype(int)
+    age = rng.integers(0, 3, 300)
+    rows = ["smoke,cough,age"] + [f"{a},{b},{c}" for a, b, c in zip(smoke, cough, age)]
+    (tmp_path / "mrf.csv").write_text("\n".join(rows) + "\n")
+    return tmp_path, np.stack([smoke, cough, age], axis=1)
+
+
+def test_release_marginal_tables_from_flags_without_a_spec_file(mrf_csv):
+    import numpy as np
+
+    d, x = mrf_csv
+    doc = _json(runner.invoke(app, ["release", str(d / "mrf.csv"), "--query", "marginal_tables",
+                                    "--cliques", "smoke,cough;cough,age", "--categories", "2",
+                                    "--categories", "age=3", "--epsilon", "1", "--seed", "5",
+                                    "-o", str(d / "m.json"), "--json"]))
+    q = doc["query"]
+    assert q["columns"] == ["smoke", "cough", "age"] and q["levels"] == [2, 2, 3]
+    assert q["cliques"] == [[0, 1], [1, 2]]
+    # replace-one: each record moves one count in each of the 2 tables: L1 = 2 * 2 = 4
+    assert doc["mechanism"]["scale"] == pytest.approx(4.0)
+    assert len(doc["observed"]) == 2 * 2 + 2 * 3
+    # the tables released are those of the file (noise sd sqrt(2) * 4 ~ 5.7: within 40)
+    true = np.concatenate([np.histogram2d(x[:, 0], x[:, 1], bins=[2, 2],
+                                          range=[[0, 2], [0, 2]])[0].ravel(),
+                           np.histogram2d(x[:, 1], x[:, 2], bins=[2, 3],
+                                          range=[[0, 2], [0, 3]])[0].ravel()])
+    assert np.max(np.abs(np.asarray(doc["observed"]) - true)) < 40
+    assert abs(sum(doc["observed"][:4]) - 300) < 60
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--query", "marginal_tables", "--categories", "2"], "--cliques is missing"),
+    (["--query", "marginal_tables", "--cliques", "smoke,cough;cough,age"], "--categories is "
+     "missing for column 'smoke'"),
+    (["--query", "marginal_tables", "--cliques", ";", "--categories", "2"], "--cliques: give"),
+    (["--query", "marginal_tables", "--cliques", "smoke,bmi", "--categories", "2"], "bmi"),
+    (["--query", "sum", "--column", "smoke", "--bounds", "0,1", "--cliques", "smoke,cough"],
+     "--cliques applies to a marginal_tables query"),
+    (["--query", "cell_counts", "--column", "smoke"], "privpost release-cells"),
+    (["--query", "threshold_score", "--column", "smoke"], "privpost dpss"),
+])
+def test_release_query_flags_refused_cleanly(mrf_csv, args, says):
+    d, _ = mrf_csv
+    res = runner.invoke(app, ["release", str(d / "mrf.csv"), *args, "--epsilon", "1",
+                              "-o", str(d / "m.json")])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1, res.output
+    assert says in text and "Traceback" not in text
+    assert not (d / "m.json").exists()
+
+
+def test_release_censored_log_mean_from_flags(files):
+    import math
+
+    doc = _json(runner.invoke(app, ["release", str(files / "comp.csv"), "--query",
+                                    "censored_log_mean", "--column", "a", "b", "c",
+                                    "--threshold", "0.001", "--n", "40", "--epsilon", "1",
+                                    "--seed", "6", "-o", str(files / "c.json"), "--json"]))
+    assert doc["query"]["parts"] == 3 and doc["query"]["threshold"] == 0.001
+    # sensitivity -D log(a) / N = 3 * log(1000) / 40; Laplace scale = that / epsilon
+    assert doc["mechanism"]["scale"] == pytest.approx(3 * math.log(1000) / 40)
+    res = runner.invoke(app, ["release", str(files / "comp.csv"), "--query",
+                              "censored_log_mean", "--column", "a", "b", "c", "--epsilon", "1",
+                              "-o", str(files / "c2.json")])
+    assert res.exit_code == 1 and "--threshold is missing" in res.output

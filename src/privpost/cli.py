@@ -185,6 +185,24 @@ def _build(builder, doc: dict, what: str):
         raise PrivpostError(f"{what}: {exc}") from None
 
 
+#: every query kind ``release --query`` knows, with the flags it needs (``release --help``;
+#: tests/test_cli_grammar.py checks it against privpost.queries.QUERIES)
+QUERY_FLAGS = {
+    "count": "--column C of 0/1 records",
+    "sum": "--column C --bounds LOW,HIGH",
+    "mean": "--column C --bounds LOW,HIGH [--n N]",
+    "truncated_sum": "--column C --bounds LOW,HIGH",
+    "histogram": "--column C --categories K, or --levels a,b,c for text",
+    "regression_stats": "--column x1 x2 y --bounds x1=LOW,HIGH ... y=LOW,HIGH",
+    "covariate_moments": "--column x1 x2 y --bounds x1=LOW,HIGH ...",
+    "naive_bayes_counts": "--column y x1 x2 --categories y=K --categories x1=K ...",
+    "marginal_tables": "--cliques 'a,b;b,c' --categories K or NAME=K [--column a b c]",
+    "censored_log_mean": "--column p1 p2 p3 --threshold A [--n N]",
+    "threshold_score": "made by privpost dpss",
+    "cell_counts": "made by privpost release-cells",
+}
+
+
 #: the --force option of every command that writes a file (one text, one behaviour)
 _FORCE_HELP = "Overwrite an existing output file (without it an existing file is never replaced)."
 
@@ -198,22 +216,28 @@ def release_cmd(
     spec: Optional[str] = typer.Option(None, help="JSON spec, inline or a file: {query: {...}, "
                                        "mechanism: {...}, columns: [...], neighbours: "
                                        "'replace'}."),
-    query: Optional[str] = typer.Option(None, help="Query type: count (of a 0/1 column), sum, "
-                                        "mean, histogram, "
-                                        "truncated_sum, regression_stats, covariate_moments, "
-                                        "naive_bayes_counts."),
+    query: Optional[str] = typer.Option(None, help="Query type and the flags it needs: "
+                                        + "; ".join(f"{k} ({v})" for k, v in QUERY_FLAGS.items())
+                                        + "."),
     bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH' for every "
                                                "column, or per column 'NAME=LOW,HIGH' "
                                                "(repeatable)."),
     categories: Optional[list[str]] = typer.Option(None, help="Number of categories K "
-                                                   "(histogram), or per column 'NAME=K' "
-                                                   "(naive_bayes_counts; repeatable)."),
+                                                   "(histogram, marginal_tables), or per column "
+                                                   "'NAME=K' (naive_bayes_counts, "
+                                                   "marginal_tables; repeatable)."),
     levels: Optional[str] = typer.Option(None, help="Text levels of a histogram column, in "
                                          "order: 'north,south,east,west'."),
     column: Optional[list[str]] = typer.Option(None, help="Column(s) to read, in query order: "
                                                "--column x1 x2 y, or repeated."),
-    n: Optional[int] = typer.Option(None, "--n", help="Public record count of a mean (default: "
-                                    "the number of rows, which is then published)."),
+    cliques: Optional[str] = typer.Option(None, help="Tables of a marginal_tables query by "
+                                          "column name, ',' within a table and ';' between "
+                                          "tables: 'smoke,cough;cough,age'."),
+    threshold: Optional[float] = typer.Option(None, help="Public censoring threshold 0 < A < 1 "
+                                              "of a censored_log_mean query."),
+    n: Optional[int] = typer.Option(None, "--n", help="Public record count of a mean or "
+                                    "censored_log_mean (default: the number of rows, which "
+                                    "is then published)."),
     mechanism: str = typer.Option("laplace", help="laplace, gaussian, discrete_laplace, "
                                   "discrete_gaussian, randomized_response."),
     epsilon: Optional[float] = typer.Option(None, help="Privacy target epsilon."),
@@ -231,8 +255,11 @@ def release_cmd(
 
     Example: privpost release reg.csv --query regression_stats --column x1 x2 y
     --bounds x1=-4,4 --bounds x2=-4,4 --bounds y=-10,10 --epsilon 1 -o r.json
+
+    Tables of a Markov random field: privpost release survey.csv --query marginal_tables
+    --cliques 'smoke,cough;cough,age' --categories 2 --categories age=3 --epsilon 1 -o m.json
     """
-    from privpost.cli_release import columns_needed, query_doc, read_columns
+    from privpost.cli_release import columns_needed, parse_cliques, query_doc, read_columns
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
     from privpost.release import release
@@ -251,6 +278,9 @@ def release_cmd(
             raise PrivpostError("--query is missing: type e.g. --query sum --bounds 0,1 "
                                 "--column answer (or give --spec FILE or inline JSON)")
         columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
+        clique_list = parse_cliques(cliques) if cliques is not None else None
+        if not columns and clique_list and query == "marginal_tables":
+            columns = list(dict.fromkeys(v for c in clique_list for v in c))   # first seen
         columns = columns_needed(query, columns, data)
         mdoc = _mechanism_doc(mechanism, epsilon, delta, rho, scale)
         records = read_columns(data, columns, level_list)
@@ -264,7 +294,7 @@ def release_cmd(
         discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
         qdoc, notes = query_doc(query, columns, bounds=bounds, categories=categories,
                                 levels=level_list, n=n, rows=int(np.shape(records)[0]),
-                                integer=discrete)
+                                integer=discrete, cliques=clique_list, threshold=threshold)
         if mechanism == "randomized_response":
             mdoc["categories"] = qdoc.get("categories")
         doc = {"query": qdoc, "mechanism": mdoc, "columns": columns}
