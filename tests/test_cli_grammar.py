@@ -1,9 +1,11 @@
 """One CLI grammar (issue #24, Deliver 5): ``--json`` on every command that prints or writes,
-inline JSON or a path for every ``--spec``, every query kind of ``release`` from flags."""
+inline JSON or a path for every ``--spec``, every query kind of ``release`` (and ``declare``)
+from flags."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from typer.testing import CliRunner
@@ -194,8 +196,6 @@ def test_release_query_flags_refused_cleanly(mrf_csv, args, says):
 
 
 def test_release_censored_log_mean_from_flags(files):
-    import math
-
     doc = _json(runner.invoke(app, ["release", str(files / "comp.csv"), "--query",
                                     "censored_log_mean", "--column", "a", "b", "c",
                                     "--threshold", "0.001", "--n", "40", "--epsilon", "1",
@@ -207,3 +207,34 @@ def test_release_censored_log_mean_from_flags(files):
                               "censored_log_mean", "--column", "a", "b", "c", "--epsilon", "1",
                               "-o", str(files / "c2.json")])
     assert res.exit_code == 1 and "--threshold is missing" in res.output
+
+
+def test_demo_json_is_the_intervals_only(tmp_path):
+    doc = _json(runner.invoke(app, ["demo", "--workdir", str(tmp_path / "d"), "--json"]))
+    assert doc["workdir"] == str(tmp_path / "d")
+    assert str(tmp_path / "d" / "release.json") in doc["files"]
+    for method in ("nonprivate", "naive", "damcmc"):
+        iv = doc["theta_90"][method]
+        assert 0 < iv["lo"] < iv["mean"] < iv["hi"] < 1
+
+
+def test_declare_marginal_tables_and_censored_log_mean_from_flags(tmp_path):
+    vals = ",".join(str(v) for v in [80, 70, 60, 90, 50, 52, 48, 30, 31, 39])
+    doc = _json(runner.invoke(app, ["declare", "--query", "marginal_tables", "--cliques",
+                                    "smoke,cough;cough,age", "--categories", "2",
+                                    "--categories", "age=3", "--value", vals, "--n", "300",
+                                    "--epsilon", "1", "-o", str(tmp_path / "m.json"), "--json"]))
+    assert doc["query"]["columns"] == ["smoke", "cough", "age"]
+    assert doc["query"]["cliques"] == [[0, 1], [1, 2]]
+    assert doc["mechanism"]["scale"] == pytest.approx(4.0)      # 2|C| / epsilon
+    res = runner.invoke(app, ["declare", "--query", "marginal_tables", "--categories", "2",
+                              "--value", "1,2,3,4", "--n", "10", "--epsilon", "1",
+                              "-o", str(tmp_path / "m2.json")])
+    assert res.exit_code == 1 and "--cliques is missing" in res.output
+    doc = _json(runner.invoke(app, ["declare", "--query", "censored_log_mean", "--column",
+                                    "a", "b", "--threshold", "0.01", "--value", "-1.2,-0.9",
+                                    "--n", "50", "--epsilon", "1", "-o",
+                                    str(tmp_path / "c.json"), "--json"]))
+    assert doc["query"]["threshold"] == 0.01 and doc["query"]["parts"] == 2
+    # sensitivity -D log(a) / N = 2 log(100) / 50
+    assert doc["mechanism"]["scale"] == pytest.approx(2 * math.log(100) / 50)

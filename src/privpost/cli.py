@@ -338,7 +338,9 @@ def declare_cmd(
     n: Optional[int] = typer.Option(None, "--n", help="Public number of records."),
     query: Optional[str] = typer.Option(None, help="count (a sum of 0/1 records), sum, mean, "
                                         "histogram, truncated_sum, regression_stats, "
-                                        "covariate_moments, naive_bayes_counts."),
+                                        "covariate_moments, naive_bayes_counts, "
+                                        "marginal_tables (--cliques), censored_log_mean "
+                                        "(--threshold); flags as in release --help."),
     census: Optional[Path] = typer.Option(None, help="A census-style noisy measurement file "
                                           "(JSON layout, or CSV with --n; docs/interop.md) "
                                           "instead of --value/--query."),
@@ -351,6 +353,10 @@ def declare_cmd(
                                          "in order: 'north,south,east,west'."),
     column: Optional[list[str]] = typer.Option(None, help="Name(s) of the record field(s), used "
                                                "in labels: --column answer."),
+    cliques: Optional[str] = typer.Option(None, help="Tables of a marginal_tables query by "
+                                          "column name: 'smoke,cough;cough,age'."),
+    threshold: Optional[float] = typer.Option(None, help="Public censoring threshold 0 < A < 1 "
+                                              "of a censored_log_mean query."),
     mechanism: str = typer.Option("laplace", help="laplace, gaussian, discrete_laplace, "
                                   "discrete_gaussian."),
     scale: Optional[float] = typer.Option(None, help="Published noise scale (Laplace b, "
@@ -370,7 +376,7 @@ def declare_cmd(
     Example -- an agency published a noisy count of 412.7 with Laplace noise of scale 10 from
     n = 1000 records: privpost declare --query count --value 412.7 --scale 10 --n 1000 -o count.json
     """
-    from privpost.cli_release import query_doc
+    from privpost.cli_release import parse_cliques, query_doc
     from privpost.declaration import declare
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
@@ -394,6 +400,9 @@ def declare_cmd(
                                     f"--value 118,124,130), got {tok!r}") from None
     qtype = query
     columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
+    clique_list = parse_cliques(cliques) if cliques is not None else None
+    if not columns and clique_list and qtype == "marginal_tables":
+        columns = list(dict.fromkeys(v for c in clique_list for v in c))   # first seen
     if not columns:
         if qtype in ("regression_stats", "covariate_moments", "naive_bayes_counts"):
             raise PrivpostError(f"--column: name the {qtype} query's fields in order, e.g. "
@@ -402,7 +411,8 @@ def declare_cmd(
     level_list = [v.strip() for v in levels.split(",")] if levels is not None else None
     discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
     qdoc, notes = query_doc(qtype, columns, bounds=bounds, categories=categories,
-                            levels=level_list, n=n, rows=None, integer=discrete)
+                            levels=level_list, n=n, rows=None, integer=discrete,
+                            cliques=clique_list, threshold=threshold)
     q = _build(query_from_dict, qdoc, "query")
     m = _build(mechanism_from_dict, _mechanism_doc(mechanism, epsilon, delta, rho, scale),
                "mechanism")
