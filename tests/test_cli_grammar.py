@@ -99,6 +99,9 @@ def test_release_spec_inline_or_file_gives_the_same_release(files, how):
     ('{"query": ', "not valid JSON"),
     ('{"query": {}}', "needs 'query' and 'mechanism'"),
     ("[1, 2]", "needs 'query' and 'mechanism'"),
+    ("spec\x00.json", "cannot read"),
+    ("s" * 5000, "cannot read the file"),
+    (".", "is a directory"),
 ])
 def test_a_bad_spec_is_a_clean_error_naming_spec(files, command, bad, says):
     args = (["release", str(files / "y.csv"), "-o", str(files / "r.json")]

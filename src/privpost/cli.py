@@ -137,6 +137,8 @@ def read_json_option(text: str, option: str) -> Any:
             raise PrivpostError(f"{where}: cannot read the file ({exc.strerror})") from None
         except UnicodeDecodeError:
             raise PrivpostError(f"{where}: the file is not UTF-8 text") from None
+        except ValueError as exc:     # e.g. a NUL character in the path
+            raise PrivpostError(f"{option}: cannot read {text!r} as a file ({exc})") from None
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
