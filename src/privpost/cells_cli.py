@@ -48,6 +48,8 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         seed: Optional[int] = typer.Option(None, help="Seed (testing only)."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output file "
                                    "(without it an existing file is never replaced)."),
+        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary (output, n, "
+                                     "cells, mechanism, privacy statement)."),
     ):
         """Release the counts n[region, time, feature, level] of a long-format report file.
 
@@ -85,8 +87,16 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         rel = release(data_.records, query=q, mechanism=mech, seed=seed, metadata=meta)
         rel.save(output)
         R, T = q.cell_sizes.shape
-        from privpost.cli import _print_not_covered, _privacy_text
+        from privpost.cli import (_emit_json, _not_covered_notes, _print_not_covered,
+                                  _privacy_statement, _privacy_text)
 
+        if as_json:
+            _emit_json({"output": str(output), "n": rel.n, "regions": R, "times": T,
+                        "features": feats, "mechanism": rel.mechanism.to_dict(),
+                        "privacy": _privacy_statement(rel),
+                        "domain_note": meta.get("domain_note"),
+                        "notes": _not_covered_notes(rel)})
+            return
         out.print(f"wrote [bold]{output}[/]: counts of {rel.n} reports in {R} x {T} cells, "
                   f"{len(feats)} features, {mech.name} scale {rel.mechanism.scale:.6g}; "
                   f"privacy {_privacy_text(rel.privacy)}", highlight=False)

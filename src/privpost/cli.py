@@ -112,15 +112,47 @@ def _parse_bounds(text: str) -> tuple[float, float]:
         raise PrivpostError(f"--bounds must be finite with LOW < HIGH, got {text!r}")
     return lo, hi
 
-def _read_spec(spec: Path) -> dict:
+def read_json_option(text: str, option: str) -> Any:
+    """The JSON document of an option given inline (``'{"query": ...}'``) or as a file path.
+
+    Text starting with ``{`` or ``[`` is read as inline JSON; anything else as the path of a
+    file holding JSON. Every failure is a :class:`PrivpostError` naming ``option``: a path that
+    does not exist (and is not JSON), an unreadable file, text that is not valid JSON.
+    Used by every ``--spec`` (``release``, ``calibrate``) and ``calibrate``'s JSON options.
+    """
+    raw = text.strip()
+    where = option
+    if not raw.startswith(("{", "[")):
+        path = Path(raw)
+        where = f"{option} {raw}"
+        try:
+            raw = path.read_text()
+        except FileNotFoundError:
+            raise PrivpostError(f"{option}: {text!r} is neither an existing file nor inline "
+                                f"JSON (e.g. {option} '{{\"query\": {{...}}, \"mechanism\": "
+                                "{...}}' or a file holding it)") from None
+        except IsADirectoryError:
+            raise PrivpostError(f"{where}: is a directory, not a JSON file") from None
+        except OSError as exc:
+            raise PrivpostError(f"{where}: cannot read the file ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise PrivpostError(f"{where}: the file is not UTF-8 text") from None
+        except ValueError as exc:     # e.g. a NUL character in the path
+            raise PrivpostError(f"{option}: cannot read {text!r} as a file ({exc})") from None
     try:
-        doc = json.loads(spec.read_text())
-    except OSError as exc:
-        raise PrivpostError(f"{spec}: cannot read the spec ({exc.strerror})") from None
+        return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise PrivpostError(f"{spec}: the spec is not valid JSON ({exc.msg})") from None
+        raise PrivpostError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno} column "
+                            f"{exc.colno})") from None
+    except RecursionError:
+        raise PrivpostError(f"{where}: the JSON is nested too deeply") from None
+
+
+def _read_spec(spec: str) -> dict:
+    """A release spec (``--spec``, inline JSON or a file): ``{query, mechanism, ...}``."""
+    doc = read_json_option(spec, "--spec")
     if not isinstance(doc, dict) or "query" not in doc or "mechanism" not in doc:
-        raise PrivpostError(f"{spec}: the spec needs 'query' and 'mechanism' objects")
+        raise PrivpostError("--spec: the spec needs 'query' and 'mechanism' objects")
     return doc
 
 
@@ -155,6 +187,24 @@ def _build(builder, doc: dict, what: str):
         raise PrivpostError(f"{what}: {exc}") from None
 
 
+#: every query kind ``release --query`` knows, with the flags it needs (``release --help``;
+#: tests/test_cli_grammar.py checks it against privpost.queries.QUERIES)
+QUERY_FLAGS = {
+    "count": "--column C of 0/1 records",
+    "sum": "--column C --bounds LOW,HIGH",
+    "mean": "--column C --bounds LOW,HIGH [--n N]",
+    "truncated_sum": "--column C --bounds LOW,HIGH",
+    "histogram": "--column C --categories K, or --levels a,b,c for text",
+    "regression_stats": "--column x1 x2 y --bounds x1=LOW,HIGH ... y=LOW,HIGH",
+    "covariate_moments": "--column x1 x2 y --bounds x1=LOW,HIGH ...",
+    "naive_bayes_counts": "--column y x1 x2 --categories y=K --categories x1=K ...",
+    "marginal_tables": "--cliques 'a,b;b,c' --categories K or NAME=K [--column a b c]",
+    "censored_log_mean": "--column p1 p2 p3 --threshold A [--n N]",
+    "threshold_score": "made by privpost dpss",
+    "cell_counts": "made by privpost release-cells",
+}
+
+
 #: the --force option of every command that writes a file (one text, one behaviour)
 _FORCE_HELP = "Overwrite an existing output file (without it an existing file is never replaced)."
 
@@ -165,24 +215,31 @@ def release_cmd(
     data: Path = typer.Argument(..., help="CSV or Parquet file of confidential records."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the "
                                           "release JSON (default: DATA-release.json here)."),
-    spec: Optional[Path] = typer.Option(None, help="JSON spec: {query: {...}, mechanism: {...}, "
-                                        "columns: [...], neighbours: 'replace'}."),
-    query: Optional[str] = typer.Option(None, help="Query type: count (of a 0/1 column), sum, "
-                                        "mean, histogram, "
-                                        "truncated_sum, regression_stats, covariate_moments, "
-                                        "naive_bayes_counts."),
+    spec: Optional[str] = typer.Option(None, help="JSON spec, inline or a file: {query: {...}, "
+                                       "mechanism: {...}, columns: [...], neighbours: "
+                                       "'replace'}."),
+    query: Optional[str] = typer.Option(None, help="Query type and the flags it needs: "
+                                        + "; ".join(f"{k} ({v})" for k, v in QUERY_FLAGS.items())
+                                        + "."),
     bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH' for every "
                                                "column, or per column 'NAME=LOW,HIGH' "
                                                "(repeatable)."),
     categories: Optional[list[str]] = typer.Option(None, help="Number of categories K "
-                                                   "(histogram), or per column 'NAME=K' "
-                                                   "(naive_bayes_counts; repeatable)."),
+                                                   "(histogram, marginal_tables), or per column "
+                                                   "'NAME=K' (naive_bayes_counts, "
+                                                   "marginal_tables; repeatable)."),
     levels: Optional[str] = typer.Option(None, help="Text levels of a histogram column, in "
                                          "order: 'north,south,east,west'."),
     column: Optional[list[str]] = typer.Option(None, help="Column(s) to read, in query order: "
                                                "--column x1 x2 y, or repeated."),
-    n: Optional[int] = typer.Option(None, "--n", help="Public record count of a mean (default: "
-                                    "the number of rows, which is then published)."),
+    cliques: Optional[str] = typer.Option(None, help="Tables of a marginal_tables query by "
+                                          "column name, ',' within a table and ';' between "
+                                          "tables: 'smoke,cough;cough,age'."),
+    threshold: Optional[float] = typer.Option(None, help="Public censoring threshold 0 < A < 1 "
+                                              "of a censored_log_mean query."),
+    n: Optional[int] = typer.Option(None, "--n", help="Public record count of a mean or "
+                                    "censored_log_mean (default: the number of rows, which "
+                                    "is then published)."),
     mechanism: str = typer.Option("laplace", help="laplace, gaussian, discrete_laplace, "
                                   "discrete_gaussian, randomized_response."),
     epsilon: Optional[float] = typer.Option(None, help="Privacy target epsilon."),
@@ -200,8 +257,11 @@ def release_cmd(
 
     Example: privpost release reg.csv --query regression_stats --column x1 x2 y
     --bounds x1=-4,4 --bounds x2=-4,4 --bounds y=-10,10 --epsilon 1 -o r.json
+
+    Tables of a Markov random field: privpost release survey.csv --query marginal_tables
+    --cliques 'smoke,cough;cough,age' --categories 2 --categories age=3 --epsilon 1 -o m.json
     """
-    from privpost.cli_release import columns_needed, query_doc, read_columns
+    from privpost.cli_release import columns_needed, parse_cliques, query_doc, read_columns
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
     from privpost.release import release
@@ -218,8 +278,11 @@ def release_cmd(
     else:
         if query is None:
             raise PrivpostError("--query is missing: type e.g. --query sum --bounds 0,1 "
-                                "--column answer (or give --spec FILE)")
+                                "--column answer (or give --spec FILE or inline JSON)")
         columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
+        clique_list = parse_cliques(cliques) if cliques is not None else None
+        if not columns and clique_list and query == "marginal_tables":
+            columns = list(dict.fromkeys(v for c in clique_list for v in c))   # first seen
         columns = columns_needed(query, columns, data)
         mdoc = _mechanism_doc(mechanism, epsilon, delta, rho, scale)
         records = read_columns(data, columns, level_list)
@@ -233,7 +296,7 @@ def release_cmd(
         discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
         qdoc, notes = query_doc(query, columns, bounds=bounds, categories=categories,
                                 levels=level_list, n=n, rows=int(np.shape(records)[0]),
-                                integer=discrete)
+                                integer=discrete, cliques=clique_list, threshold=threshold)
         if mechanism == "randomized_response":
             mdoc["categories"] = qdoc.get("categories")
         doc = {"query": qdoc, "mechanism": mdoc, "columns": columns}
@@ -277,7 +340,9 @@ def declare_cmd(
     n: Optional[int] = typer.Option(None, "--n", help="Public number of records."),
     query: Optional[str] = typer.Option(None, help="count (a sum of 0/1 records), sum, mean, "
                                         "histogram, truncated_sum, regression_stats, "
-                                        "covariate_moments, naive_bayes_counts."),
+                                        "covariate_moments, naive_bayes_counts, "
+                                        "marginal_tables (--cliques), censored_log_mean "
+                                        "(--threshold); flags as in release --help."),
     census: Optional[Path] = typer.Option(None, help="A census-style noisy measurement file "
                                           "(JSON layout, or CSV with --n; docs/interop.md) "
                                           "instead of --value/--query."),
@@ -290,6 +355,10 @@ def declare_cmd(
                                          "in order: 'north,south,east,west'."),
     column: Optional[list[str]] = typer.Option(None, help="Name(s) of the record field(s), used "
                                                "in labels: --column answer."),
+    cliques: Optional[str] = typer.Option(None, help="Tables of a marginal_tables query by "
+                                          "column name: 'smoke,cough;cough,age'."),
+    threshold: Optional[float] = typer.Option(None, help="Public censoring threshold 0 < A < 1 "
+                                              "of a censored_log_mean query."),
     mechanism: str = typer.Option("laplace", help="laplace, gaussian, discrete_laplace, "
                                   "discrete_gaussian."),
     scale: Optional[float] = typer.Option(None, help="Published noise scale (Laplace b, "
@@ -309,7 +378,7 @@ def declare_cmd(
     Example -- an agency published a noisy count of 412.7 with Laplace noise of scale 10 from
     n = 1000 records: privpost declare --query count --value 412.7 --scale 10 --n 1000 -o count.json
     """
-    from privpost.cli_release import query_doc
+    from privpost.cli_release import parse_cliques, query_doc
     from privpost.declaration import declare
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
@@ -333,6 +402,9 @@ def declare_cmd(
                                     f"--value 118,124,130), got {tok!r}") from None
     qtype = query
     columns = [c.strip() for item in (column or []) for c in item.split(",") if c.strip()]
+    clique_list = parse_cliques(cliques) if cliques is not None else None
+    if not columns and clique_list and qtype == "marginal_tables":
+        columns = list(dict.fromkeys(v for c in clique_list for v in c))   # first seen
     if not columns:
         if qtype in ("regression_stats", "covariate_moments", "naive_bayes_counts"):
             raise PrivpostError(f"--column: name the {qtype} query's fields in order, e.g. "
@@ -341,7 +413,8 @@ def declare_cmd(
     level_list = [v.strip() for v in levels.split(",")] if levels is not None else None
     discrete = mechanism in ("discrete_laplace", "discrete_gaussian")
     qdoc, notes = query_doc(qtype, columns, bounds=bounds, categories=categories,
-                            levels=level_list, n=n, rows=None, integer=discrete)
+                            levels=level_list, n=n, rows=None, integer=discrete,
+                            cliques=clique_list, threshold=threshold)
     q = _build(query_from_dict, qdoc, "query")
     m = _build(mechanism_from_dict, _mechanism_doc(mechanism, epsilon, delta, rho, scale),
                "mechanism")
@@ -1035,11 +1108,21 @@ def penalty_cmd(
 def demo_cmd(
     workdir: Path = typer.Option(Path("demo-output"), help="Where to write the demo files."),
     seed: int = typer.Option(2026, help="Seed of the synthetic data and release."),
+    as_json: bool = typer.Option(False, "--json", help="Print the posterior intervals of each "
+                                 "method as JSON instead of the story."),
 ):
     """End-to-end story: confidential data -> private release -> noise-aware posterior."""
+    import io
+
     from privpost.demo import run_demo
 
-    run_demo(workdir, seed=seed, console=out)
+    if not as_json:
+        run_demo(workdir, seed=seed, console=out)
+        return
+    result = run_demo(workdir, seed=seed, console=Console(file=io.StringIO()))
+    _emit_json({"workdir": str(workdir),
+                "files": sorted(str(p) for p in Path(workdir).iterdir()),
+                "theta_90": result})
 
 
 def _register_experiments() -> None:

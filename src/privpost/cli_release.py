@@ -10,6 +10,10 @@ The CLI's ``release`` command accepts every query from flags (no hand-written JS
   (naive-Bayes tables);
 * ``--levels north,south,...`` for a categorical column holding text: the levels (in histogram
   order) are stored in the release and used as its labels; records are read as their codes;
+* ``--cliques 'smoke,cough;cough,age'`` (``marginal_tables``): the cliques by column name,
+  ``;`` between cliques; ``--column`` defaults to the clique columns in order of appearance and
+  ``--categories K`` / ``NAME=K`` gives each column's number of levels;
+* ``--threshold A`` (``censored_log_mean``): the public censoring threshold ``0 < A < 1``;
 * ``mean`` takes its public denominator from ``--n``, or else from the number of rows read
   (stated in the output: the row count then becomes public).
 
@@ -25,8 +29,12 @@ import numpy as np
 
 from privpost.errors import DataError, PrivpostError
 
-__all__ = ["split_column_args", "parse_named", "columns_needed", "query_doc", "read_columns",
-           "file_columns", "MECHANISM_TARGETS"]
+__all__ = ["split_column_args", "parse_named", "parse_cliques", "columns_needed", "query_doc",
+           "read_columns", "file_columns", "MECHANISM_TARGETS", "OTHER_COMMANDS"]
+
+#: query kinds made by their own command (their release is more than one query's flags)
+OTHER_COMMANDS = {"threshold_score": "privpost dpss (with censored_log_mean: the DPss release)",
+                  "cell_counts": "privpost release-cells"}
 
 # the privacy parameterisations each mechanism accepts from flags (besides --scale)
 MECHANISM_TARGETS = {
@@ -131,6 +139,18 @@ def parse_count(text: str, prefix: str = "") -> int:
                             f"{prefix}4), got {prefix}{text!r}") from None
 
 
+def parse_cliques(text: str) -> list[list[str]]:
+    """``'smoke,cough;cough,age'`` -> ``[["smoke", "cough"], ["cough", "age"]]`` (column names;
+    ``;`` between cliques, ``,`` within one). Duplicates and unknown names are refused by
+    :class:`privpost.marginal_tables.MarginalTables`."""
+    cliques = [[v.strip() for v in part.split(",") if v.strip()] for part in text.split(";")]
+    cliques = [c for c in cliques if c]
+    if not cliques:
+        raise PrivpostError(f"--cliques: give column names, ',' within a clique and ';' between "
+                            f"cliques, e.g. --cliques 'smoke,cough;cough,age'; got {text!r}")
+    return cliques
+
+
 def file_columns(path: Path) -> list[str]:
     """Column names in the header of a CSV / Parquet file ([] if unreadable: reading reports it)."""
     import pandas as pd
@@ -150,6 +170,10 @@ def columns_needed(query: str, columns: list[str], data: Path) -> list[str]:
             raise PrivpostError(f"--column: the {query!r} query reads one column, got "
                                 f"{len(columns)}: {columns}")
         return columns
+    if query == "marginal_tables":     # its columns default to those of the cliques
+        raise PrivpostError("--cliques is missing: name the tables' columns, e.g. --cliques "
+                            "'smoke,cough;cough,age' (with --categories 2, or per column "
+                            "--categories age=3)")
     have = file_columns(data)
     example = {"regression_stats": "--column x1 x2 y (predictors first, response last)",
                "covariate_moments": "--column x1 x2 y (predictors first, response last)",
@@ -178,7 +202,8 @@ def _per_column(default, named: dict, columns: Sequence[str], what: str, example
 def query_doc(query: str, columns: list[str], *, bounds: Optional[Sequence[str]] = None,
               categories: Optional[Sequence[str]] = None, levels: Optional[list[str]] = None,
               n: Optional[int] = None, rows: Optional[int] = None,
-              integer: bool = False) -> tuple[dict, list[str]]:
+              integer: bool = False, cliques: Optional[list[list[str]]] = None,
+              threshold: Optional[float] = None) -> tuple[dict, list[str]]:
     """The query's JSON description from flags, and notes to print.
 
     Parameters
@@ -196,6 +221,10 @@ def query_doc(query: str, columns: list[str], *, bounds: Optional[Sequence[str]]
         Number of rows read from the file.
     integer : bool
         Declare a ``sum`` integer-valued (set when a discrete mechanism is asked for).
+    cliques : list of lists of column names, optional
+        ``marginal_tables`` cliques (:func:`parse_cliques`).
+    threshold : float, optional
+        ``censored_log_mean`` censoring threshold.
     """
     from privpost.queries import QUERIES
 
@@ -206,9 +235,15 @@ def query_doc(query: str, columns: list[str], *, bounds: Optional[Sequence[str]]
                                 "use --query sum --bounds LOW,HIGH for a sum")
         query, bounds = "sum", ["0,1"]
         notes.append("count = sum of 0/1 records (bounds 0,1; sensitivity 1)")
+    if query in OTHER_COMMANDS:
+        raise PrivpostError(f"--query {query}: this release is made by {OTHER_COMMANDS[query]}")
     if query not in QUERIES:
         raise PrivpostError(f"--query: unknown query {query!r}; type one of "
                             f"count, {', '.join(sorted(QUERIES))}")
+    if cliques is not None and query != "marginal_tables":
+        raise PrivpostError(f"--cliques applies to a marginal_tables query, not {query!r}")
+    if threshold is not None and query != "censored_log_mean":
+        raise PrivpostError(f"--threshold applies to a censored_log_mean query, not {query!r}")
     doc: dict[str, Any] = {"type": query, "columns": list(columns)}
     b_default, b_named = parse_named(bounds, "bounds", parse_bounds)
     c_default, c_named = parse_named(categories, "categories", parse_count)
@@ -216,8 +251,10 @@ def query_doc(query: str, columns: list[str], *, bounds: Optional[Sequence[str]]
     if not uses_bounds and (b_default is not None or b_named):
         raise PrivpostError(f"--bounds does not apply to the {query!r} query; "
                             + ("give --categories instead" if query in
-                               ("histogram", "naive_bayes_counts") else "remove it"))
-    if query not in ("histogram", "naive_bayes_counts") and (c_default is not None or c_named):
+                               ("histogram", "naive_bayes_counts", "marginal_tables")
+                               else "remove it"))
+    if (query not in ("histogram", "naive_bayes_counts", "marginal_tables")
+            and (c_default is not None or c_named)):
         raise PrivpostError(f"--categories does not apply to the {query!r} query; remove it")
     if levels is not None and query != "histogram":
         raise PrivpostError(f"--levels applies to a histogram query, not {query!r}")
@@ -259,9 +296,22 @@ def query_doc(query: str, columns: list[str], *, bounds: Optional[Sequence[str]]
         cats = _per_column(c_default, c_named, columns, "categories", "2")
         doc["n_classes"] = cats[0]
         doc["n_levels"] = cats[1:]
+    if query == "marginal_tables":
+        if cliques is None:
+            raise PrivpostError("--cliques is missing: name the tables' columns, e.g. "
+                                "--cliques 'smoke,cough;cough,age' (with --categories 2, or "
+                                "per column --categories age=3)")
+        doc["levels"] = _per_column(c_default, c_named, columns, "categories", "2")
+        doc["cliques"] = [list(c) for c in cliques]
     if query == "censored_log_mean":
-        raise PrivpostError("the 'censored_log_mean' query needs a threshold: write a spec file "
-                            "and pass --spec FILE (query fields: parts, threshold, n)")
+        if threshold is None:
+            raise PrivpostError("--threshold is missing: the censored_log_mean query needs its "
+                                "public censoring threshold 0 < A < 1, e.g. --threshold 0.001")
+        if len(columns) < 2:
+            raise PrivpostError("--column: censored_log_mean reads the D >= 2 parts of each "
+                                "composition, e.g. --column p1 p2 p3")
+        doc["parts"] = len(columns)
+        doc["threshold"] = float(threshold)
     return doc, notes
 
 

@@ -31,6 +31,8 @@ def register(app, handles_errors, out) -> None:
                                            "OS entropy)."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output file "
                                    "(without it an existing file is never replaced)."),
+        as_json: bool = typer.Option(False, "--json", help="Print a JSON summary (output, n, "
+                                     "split, threshold, privacy statement)."),
     ):
         """DPss release (seed 002, Algorithm 1): noisy score, threshold, censored mean-log."""
         from privpost.cli import _check_overwrite
@@ -57,6 +59,14 @@ def register(app, handles_errors, out) -> None:
                             columns=column, seed=seed)
         rset.save(output)
         d = parse_dpss(rset)
+        if as_json:
+            from privpost.cli import _emit_json, _privacy_statement
+
+            _emit_json({"output": str(output), "n": d.n,
+                        "n1": d.n1 if d.split else None, "n2": d.n2 if d.split else None,
+                        "threshold": d.threshold, "rule": d.rule, "margin_k": d.margin_k,
+                        "releases": len(rset.releases), "privacy": _privacy_statement(rset)})
+            return
         parts = (f"D1: {d.n1}, D2: {d.n2} records" if d.split else f"{d.n} records")
         out.print(f"wrote [bold]{output}[/]: DPss release of {d.n} compositions ({parts}); "
                   f"threshold a = {d.threshold:g} (rule {d.rule}, margin k = {d.margin_k}); "

@@ -39,20 +39,13 @@ def _split(text: Optional[str], name: str, cast) -> Optional[list]:
 
 
 def _json_arg(text: Optional[str], name: str) -> Any:
-    """A JSON document given inline (``{...}``) or as a file path."""
+    """A JSON document given inline (``{...}``) or as a file path (the CLI's one reader,
+    :func:`privpost.cli.read_json_option`)."""
     if text is None:
         return None
-    raw = text.strip()
-    if not raw.startswith(("{", "[")):
-        path = Path(raw)
-        try:
-            raw = path.read_text()
-        except OSError as exc:
-            raise PrivpostError(f"--{name}: cannot read {path} ({exc.strerror})") from None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise PrivpostError(f"--{name}: not valid JSON ({exc.msg})") from None
+    from privpost.cli import read_json_option
+
+    return read_json_option(text, f"--{name}")
 
 
 def _emit_json(obj: Any) -> None:
@@ -157,9 +150,9 @@ def register(app: typer.Typer, handles_errors, console) -> None:
         """Simulation-based calibration of methods over a grid of n and epsilon."""
         from privpost.experiments.calibration import calibrate
 
-        doc = _json_arg(spec, "spec")
-        if not isinstance(doc, dict) or "query" not in doc or "mechanism" not in doc:
-            raise PrivpostError("--spec: needs 'query' and 'mechanism' objects")
+        from privpost.cli import _read_spec   # the one reader of every --spec
+
+        doc = _read_spec(spec)
         method_list = _split(methods, "methods", str)
         per = _json_arg(method_options, "method-options") or {}
         if not isinstance(per, dict):
