@@ -81,6 +81,17 @@ def _draw_from_log(w, K, m, rng):
 
 
 @njit(cache=True, nogil=True)
+def _shift_transitions(ntr, nout, prev, k, nxt, delta):
+    """Add ``delta`` to the transition counts of ``prev -> k`` and (``nxt >= 0``) ``k -> nxt``:
+    ``-1`` takes a site's state ``k`` out of ``ntr``/``nout``, ``+1`` puts it back."""
+    ntr[prev, k] += delta
+    nout[prev] += delta
+    if nxt >= 0:
+        ntr[k, nxt] += delta
+        nout[k] += delta
+
+
+@njit(cache=True, nogil=True)
 def z_sweep(z, ntr, nout, L, alpha, rng):
     """One systematic-scan Gibbs sweep of ``z`` with ``A`` collapsed (seed 004 Eq. 68).
 
@@ -99,28 +110,16 @@ def z_sweep(z, ntr, nout, L, alpha, rng):
             old = z[r, t]
             prev = K if t == 0 else z[r, t - 1]
             nxt = z[r, t + 1] if t + 1 < T else -1
-            ntr[prev, old] -= 1.0
-            nout[prev] -= 1.0
-            if nxt >= 0:
-                ntr[old, nxt] -= 1.0
-                nout[old] -= 1.0
+            _shift_transitions(ntr, nout, prev, old, nxt, -1.0)
             m = -np.inf
             for k in range(K):
-                v = math.log(ntr[prev, k] + alpha) + L[c, k]
-                if nxt >= 0:
-                    same = 1.0 if (prev == k and k == nxt) else 0.0
-                    stay = 1.0 if prev == k else 0.0
-                    v += math.log(ntr[k, nxt] + same + alpha) - math.log(nout[k] + stay + Ka)
+                v = _path_weight(k, prev, nxt, ntr, nout, alpha, Ka) + L[c, k]
                 lp[k] = v
                 if v > m:
                     m = v
             new = _draw_from_log(lp, K, m, rng)
             z[r, t] = new
-            ntr[prev, new] += 1.0
-            nout[prev] += 1.0
-            if nxt >= 0:
-                ntr[new, nxt] += 1.0
-                nout[new] += 1.0
+            _shift_transitions(ntr, nout, prev, new, nxt, 1.0)
 
 
 @njit(cache=True, nogil=True)
@@ -157,22 +156,14 @@ def z_sweep_marginal(z, ntr, nout, counts, S, off, levels, beta, alpha, use, rng
             old = z[r, t]
             prev = K if t == 0 else z[r, t - 1]
             nxt = z[r, t + 1] if t + 1 < T else -1
-            ntr[prev, old] -= 1.0
-            nout[prev] -= 1.0
-            if nxt >= 0:
-                ntr[old, nxt] -= 1.0
-                nout[old] -= 1.0
+            _shift_transitions(ntr, nout, prev, old, nxt, -1.0)
             if use[c]:
                 for d in range(D):
                     for j in range(levels[d]):
                         S[old, off[d] + j] -= counts[c, off[d] + j]
             m = -np.inf
             for k in range(K):
-                v = math.log(ntr[prev, k] + alpha)
-                if nxt >= 0:
-                    same = 1.0 if (prev == k and k == nxt) else 0.0
-                    stay = 1.0 if prev == k else 0.0
-                    v += math.log(ntr[k, nxt] + same + alpha) - math.log(nout[k] + stay + Ka)
+                v = _path_weight(k, prev, nxt, ntr, nout, alpha, Ka)
                 if use[c]:
                     for d in range(D):
                         a_tot = 0.0
@@ -191,11 +182,7 @@ def z_sweep_marginal(z, ntr, nout, counts, S, off, levels, beta, alpha, use, rng
                     m = v
             new = _draw_from_log(lp, K, m, rng)
             z[r, t] = new
-            ntr[prev, new] += 1.0
-            nout[prev] += 1.0
-            if nxt >= 0:
-                ntr[new, nxt] += 1.0
-                nout[new] += 1.0
+            _shift_transitions(ntr, nout, prev, new, nxt, 1.0)
             if use[c]:
                 for d in range(D):
                     for j in range(levels[d]):
@@ -527,8 +514,8 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
 
 @njit(cache=True, nogil=True)
 def _path_weight(k, prev, nxt, ntr, nout, alpha, Ka):
-    """Log of the collapsed-A factor of ``z_{r,t} = k`` (:func:`z_sweep`), with both
-    transitions of the cell removed from ``ntr``/``nout``."""
+    """Log of the collapsed-A factor of ``z_{r,t} = k`` (:func:`z_sweep`, :func:`z_sweep_marginal`,
+    :func:`state_shift_moves`), with both transitions of the cell removed from ``ntr``/``nout``."""
     v = math.log(ntr[prev, k] + alpha)
     if nxt >= 0:
         same = 1.0 if (prev == k and k == nxt) else 0.0
@@ -576,11 +563,7 @@ def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l
                 new += 1
             prev = K if t == 0 else z[r, t - 1]
             nxt = z[r, t + 1] if t + 1 < Tt else -1
-            ntr[prev, old] -= 1.0
-            nout[prev] -= 1.0
-            if nxt >= 0:
-                ntr[old, nxt] -= 1.0
-                nout[old] -= 1.0
+            _shift_transitions(ntr, nout, prev, old, nxt, -1.0)
             logr = (_path_weight(new, prev, nxt, ntr, nout, alpha, Ka)
                     - _path_weight(old, prev, nxt, ntr, nout, alpha, Ka))
             ok = True
@@ -623,11 +606,7 @@ def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l
                 k = new
             else:
                 k = old
-            ntr[prev, k] += 1.0
-            nout[prev] += 1.0
-            if nxt >= 0:
-                ntr[k, nxt] += 1.0
-                nout[k] += 1.0
+            _shift_transitions(ntr, nout, prev, k, nxt, 1.0)
 
 
 @njit(cache=True, nogil=True)
