@@ -29,14 +29,7 @@ import itertools
 import numpy as np
 from scipy import optimize, special, stats
 
-
-def compositions(N: int, k: int) -> np.ndarray:
-    """All ``(h_1..h_k) >= 0`` with sum ``N``, shape ``(C(N+k-1, k-1), k)``."""
-    out = []
-    for bars in itertools.combinations(range(N + k - 1), k - 1):
-        b = (-1,) + bars + (N + k - 1,)
-        out.append([b[i + 1] - b[i] - 1 for i in range(k)])
-    return np.array(out, dtype=np.int64)
+from _mrf_exact import compositions  # every (h_1..h_k) >= 0 with sum N
 
 
 def _lbeta(a):

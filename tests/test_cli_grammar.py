@@ -15,16 +15,7 @@ from privpost.cli import app
 runner = CliRunner()
 
 
-@pytest.fixture()
-def files(tmp_path):
-    (tmp_path / "logs.csv").write_text("region,month,kind,civ\nN,1,ied,no\nN,1,raid,yes\n"
-                                       "S,2,ied,no\nN,2,ied,no\nS,1,raid,yes\n")
-    rows = ["a,b,c"] + [f"{0.2 + 0.001 * i:.4f},{0.3:.4f},{0.5 - 0.001 * i:.4f}"
-                        for i in range(40)]
-    (tmp_path / "comp.csv").write_text("\n".join(rows) + "\n")
-    (tmp_path / "y.csv").write_text("y\n" + "\n".join("1" if i % 3 == 0 else "0"
-                                                      for i in range(200)) + "\n")
-    return tmp_path
+from test_cli_overwrite import files  # noqa: E402,F401 - the same small CSV files (a fixture)
 
 
 def _json(res) -> dict:

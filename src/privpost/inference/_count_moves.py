@@ -133,6 +133,19 @@ def log_f(k, ci, cj, dlp, r, v, w, l2, m):
 
 
 @njit(cache=True, nogil=True)
+def _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m):
+    """The smallest ``k in (a, b]`` with ``D(k) <= 0`` given ``D(a) > 0`` (or ``a`` below the
+    range) and ``D(b) <= 0`` (or ``b`` the range's end): bisection on the forward difference."""
+    while b - a > 1.0:
+        mid = np.floor(0.5 * (a + b))
+        if forward_diff(mid, ci, cj, dlp, r, v, w, l2, m) <= 0.0:
+            b = mid
+        else:
+            a = mid
+    return b
+
+
+@njit(cache=True, nogil=True)
 def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
     """Smallest ``k in [lo, hi]`` with ``D(k) <= 0`` (``hi`` when none): the mode of ``f``.
     Galloping search from ``0`` (the current state, ``lo <= 0 <= hi``), then bisection."""
@@ -152,13 +165,7 @@ def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
             a = b
             step *= 2.0
         # invariant: D(a) > 0; D(b) <= 0 or b == hi; answer in (a, b]
-        while b - a > 1.0:
-            mid = np.floor(0.5 * (a + b))
-            if forward_diff(mid, ci, cj, dlp, r, v, w, l2, m) <= 0.0:
-                b = mid
-            else:
-                a = mid
-        return b
+        return _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m)
     # D(0) <= 0 (or 0 == hi): mode <= 0. Find b with D(b) <= 0, a with D(a) > 0 or a = lo - 1
     b = 0.0
     step = 1.0
@@ -172,13 +179,7 @@ def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
         b = a
         step *= 2.0
     # invariant: D(b) <= 0 (or b == hi == 0); D(a) > 0 or a == lo - 1; answer in (a, b]
-    while b - a > 1.0:
-        mid = np.floor(0.5 * (a + b))
-        if forward_diff(mid, ci, cj, dlp, r, v, w, l2, m) <= 0.0:
-            b = mid
-        else:
-            a = mid
-    return b
+    return _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m)
 
 
 @njit(cache=True, nogil=True)
