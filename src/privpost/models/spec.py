@@ -3,7 +3,8 @@
 A release fixes some of a model's structural sizes: a histogram's number of categories is the
 Dirichlet--categorical ``k``; a regression release's number of predictors is the regression's
 ``p``; naive-Bayes tables fix ``n_classes`` (I) and ``n_levels`` (J_k); a censored log-mean fixes
-the Dirichlet model's ``parts``. :func:`model_for_release` fills in what the spec leaves out and
+the Dirichlet model's ``parts``; a regression whose ``covariates=`` declares uniform or
+categorical columns gets ``covariate_bounds`` from the release's ``bounds_x``. :func:`model_for_release` fills in what the spec leaves out and
 returns what it filled in, so the CLI can print it::
 
     >>> model, inferred = model_for_release("dirichlet-categorical:alpha=1", release)
@@ -50,6 +51,10 @@ def _inferable(model_name: str, given: dict[str, str], query) -> dict[str, Any]:
     elif model_name == "linear-regression" and qname in ("regression_stats", "covariate_moments"):
         if "p" not in given:
             out["p"] = len(query.bounds_x)
+        # uniform / categorical covariates live on the release's bounds (issue 23)
+        kinds = given.get("covariates", "").lower()
+        if ("uniform" in kinds or "categorical" in kinds) and "covariate_bounds" not in given:
+            out["covariate_bounds"] = [[float(a), float(b)] for a, b in query.bounds_x]
     elif model_name == "naive-bayes" and qname == "naive_bayes_counts":
         if "n_classes" not in given and ";" not in given.get("class_alpha", ""):
             out["n_classes"] = int(query.n_classes)
@@ -87,6 +92,8 @@ def complete_spec(spec: str, release) -> tuple[str, dict[str, Any]]:
     if not inferred:
         return spec, {}
     def fmt(v):   # a list is 'a;b;c' in a spec; a one-element list needs the trailing ';'
+        if isinstance(v, list) and v and isinstance(v[0], list):   # a matrix: rows 'a;b|c;d'
+            return "|".join(";".join(map(str, row)) for row in v)
         if isinstance(v, list):
             return ";".join(map(str, v)) + (";" if len(v) == 1 else "")
         return str(v)
