@@ -191,22 +191,34 @@ def _treated_dose_release(seed=1, n=2000):
                    Laplace(epsilon=0.5), seed=rng)
 
 
+def _covariate_note(post):
+    notes = [n for n in post.notes if n.startswith("covariate model:")]
+    assert len(notes) == 1, post.notes
+    return notes[0]
+
+
 def test_every_regression_posterior_states_its_covariate_model_and_the_check_warns():
     rel = _treated_dose_release()
     with pytest.warns(ModelFitWarning, match="joint p"):
         post = pp.infer(LinearRegression(p=2, sigma2=1.0), rel, method="naive", seed=0)
-    assert post.notes[0].startswith("covariate model: x ~ N_2(m, S)")
-    assert "the default: no column types declared" in post.notes[0]
+    note = _covariate_note(post)
+    assert note.startswith("covariate model: x ~ N_2(m, S)")
+    assert "the default: no column types declared" in note
     assert any("does not reproduce the release" in n for n in post.notes)
+    # N(0, 1) for a column bounded by (0, 1): 34% of the mass inside, stated and warned
+    assert any(n.startswith("MODEL MISFIT: covariate model contradicts the release's bounds: "
+                            "x1 ~ N(0, 1) "
+                            "has 34%") for n in post.notes)
     good = LinearRegression(p=2, sigma2=1.0, covariates="bernoulli,uniform",
                             covariate_bounds=[[0, 1], [0, 4]])
     with warnings.catch_warnings():   # exact posterior of the right model: the check passes
         warnings.simplefilter("error", ModelFitWarning)
         post = pp.infer(good, rel, method="damcmc", seed=0, draws=400, warmup=400,
                         progress=False)
-    assert post.notes[0] == ("covariate model: x1 ~ Bernoulli(0.5); x2 ~ U(0, 4) "
+    assert _covariate_note(post) == ("covariate model: x1 ~ Bernoulli(0.5); x2 ~ U(0, 4) "
                              "(independent across kinds)")
     assert any(n.startswith("posterior predictive check") for n in post.notes)
+    assert not any(n.startswith("MODEL MISFIT") for n in post.notes)
     with pytest.raises(PrivpostError, match="predictive_check"):
         pp.infer(good, rel, method="naive", predictive_check="no")
 

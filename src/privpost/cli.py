@@ -540,7 +540,7 @@ def _print_summary(post, level: float = 0.9) -> None:
     finally:
         out.width = width
     for note in post.notes:
-        if note.startswith("NOT CONVERGED"):
+        if note.startswith(("NOT CONVERGED", "MODEL MISFIT")):
             out.print(f"[bold white on red]WARNING:[/] [bold red]{escape(note)}[/]", highlight=False)
         else:
             out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
@@ -618,7 +618,7 @@ def infer_cmd(
     """Posterior of a model's parameters given a release."""
     import warnings
 
-    from privpost.errors import ConvergenceWarning
+    from privpost.errors import ConvergenceWarning, ModelFitWarning
 
     from privpost.inference import infer
 
@@ -641,6 +641,7 @@ def infer_cmd(
         preload_cython_blas()
     with warnings.catch_warnings():   # shown highlighted in the table (a note) instead
         warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", ModelFitWarning)    # a "MODEL MISFIT" note
         post = infer(mdl, rel, method=method, **options)
     check = None
     if predictive or predictive_plot is not None:

@@ -104,10 +104,12 @@ CHECK_REPLICATES = 200
 
 def _model_notes(model, release, post, check=True):
     """``post`` with the model's statement of what it assumes (``model.covariate_note()``,
-    LinearRegression's covariate law: issue 23) as its first note and, when ``check``, a
+    LinearRegression's covariate law: issue 23) appended to its notes and, when ``check``, a
     posterior predictive check of the released statistic (:data:`CHECK_REPLICATES`
     replicates, fixed seed; :mod:`privpost.predictive`): joint p < 0.01 gives a
-    :class:`~privpost.errors.ModelFitWarning` and a note. Other models: ``post`` unchanged."""
+    :class:`~privpost.errors.ModelFitWarning` and a note starting ``"MODEL MISFIT"`` (as does a
+    normal covariate law with less than half its mass inside the release's bounds,
+    ``model.covariate_mismatch``). Other models: ``post`` unchanged."""
     import warnings
 
     import numpy as np
@@ -122,7 +124,14 @@ def _model_notes(model, release, post, check=True):
         return post
     note = note_of()
     if note not in notes:
-        notes.insert(0, note)
+        notes.append(note)
+    mismatch_of = getattr(model, "covariate_mismatch", None)
+    mismatch = mismatch_of(getattr(release, "query", None)) if callable(mismatch_of) else None
+    if mismatch:
+        mismatch = "MODEL MISFIT: " + mismatch
+    if mismatch and mismatch not in notes:
+        notes.append(mismatch)
+        warnings.warn(mismatch, ModelFitWarning, stacklevel=3)
     if not check or not isinstance(release, Release) or not getattr(post, "n_draws", 0) \
             or release.mechanism.sensitivity_norm is None:
         return post
@@ -135,9 +144,10 @@ def _model_notes(model, release, post, check=True):
            f"({pc.flat.shape[0]} replicates)")
     if p < 0.01:
         worst = np.argsort(pc.p_values())[:3]
-        msg += (" < 0.01: the model does not reproduce the release (worst coordinates: "
-                + ", ".join(f"{pc.labels[i]} p = {pc.p_values()[i]:.3g}" for i in worst)
-                + "); check the covariate model (covariates=...), bounds and priors")
+        msg = "MODEL MISFIT: " + msg + (
+            " < 0.01: the model does not reproduce the release (worst coordinates: "
+            + ", ".join(f"{pc.labels[i]} p = {pc.p_values()[i]:.3g}" for i in worst)
+            + "); check the covariate model (covariates=...), bounds and priors")
         warnings.warn(msg, ModelFitWarning, stacklevel=3)
     notes.append(msg)
     return post

@@ -243,6 +243,7 @@ class CovariateLaw:
                 c = np.cumsum(self.probs[j])
                 cum[j, :c.size] = c / c[-1]
         idx = self.normal_idx
-        m_n = self.m[idx].copy() if idx.size else np.zeros(0)
-        L_n = self.L_normal.copy() if idx.size else np.zeros((0, 0))
+        known = self.m is not None and idx.size   # NIW (m, S parameters): not used
+        m_n = self.m[idx].copy() if known else np.zeros(0)
+        L_n = self.L_normal.copy() if known else np.zeros((0, 0))
         return code, lo, width, cum, idx, m_n, L_n

@@ -225,6 +225,30 @@ class LinearRegression(Model):
             "need covariates=..., e.g. covariates=bernoulli;uniform]")
         return f"covariate model: {law}{default}"
 
+    def covariate_mismatch(self, query) -> str | None:
+        """A sentence when the fixed normal law puts less than half of a column's mass inside
+        the release's bounds (``query.bounds_x``), e.g. ``N(0, 1)`` for a column bounded by
+        ``(0, 1)`` (34%): most simulated covariates are then clamped, which real ones are not.
+        ``None`` otherwise (and with ``hyperprior="niw"``, whose ``m, S`` are learned)."""
+        bx = getattr(query, "bounds_x", None)
+        if self.hyperprior is not None or bx is None or len(bx) != self.p:
+            return None
+        from scipy.stats import norm   # here, not at module level: start-up time
+
+        bad = []
+        for j in self._cov.normal_idx:
+            lo, hi = bx[j]
+            sd = math.sqrt(self.S[j, j])
+            mass = norm.cdf((hi - self.m[j]) / sd) - norm.cdf((lo - self.m[j]) / sd)
+            if mass < 0.5:
+                bad.append(f"x{j + 1} ~ N({self.m[j]:g}, {self.S[j, j]:g}) has {100 * mass:.0f}% "
+                           f"of its mass inside the bounds ({lo:g}, {hi:g})")
+        if not bad:
+            return None
+        return ("covariate model contradicts the release's bounds: " + "; ".join(bad)
+                + ": declare the columns' laws (covariates=bernoulli/uniform/categorical/normal) "
+                "or set m, S")
+
     # ---------------------------------------------------------------- sampling
     def _iw_factor(self, rng, Psi, nu):
         """B with B B^T ~ InvWishart(nu, Psi)."""
