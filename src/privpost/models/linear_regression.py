@@ -233,13 +233,14 @@ class LinearRegression(Model):
         bx = getattr(query, "bounds_x", None)
         if self.hyperprior is not None or bx is None or len(bx) != self.p:
             return None
-        from scipy.stats import norm   # here, not at module level: start-up time
+        def cdf(z):   # standard normal (no scipy: start-up time)
+            return 0.5 * math.erfc(-z / math.sqrt(2.0))
 
         bad = []
         for j in self._cov.normal_idx:
             lo, hi = bx[j]
             sd = math.sqrt(self.S[j, j])
-            mass = norm.cdf((hi - self.m[j]) / sd) - norm.cdf((lo - self.m[j]) / sd)
+            mass = cdf((hi - self.m[j]) / sd) - cdf((lo - self.m[j]) / sd)
             if mass < 0.5:
                 bad.append(f"x{j + 1} ~ N({self.m[j]:g}, {self.S[j, j]:g}) has {100 * mass:.0f}% "
                            f"of its mass inside the bounds ({lo:g}, {hi:g})")
