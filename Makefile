@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 	    exit 1; fi; \
 	  echo "creating $(VENV) with $(PYTHON)"; rm -rf $(VENV); "$(PYTHON)" -m venv $(VENV) || exit 1; fi
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,dask]'
+	$(BIN)/python -m pip install --quiet -e '.[test,dask,interop]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -15,13 +15,18 @@
 # diagnostics and the posterior comparison with privpost.
 # The model is the one privpost fits (privpost.models.LinearRegression(p=2, sigma2=2, tau2=4,
 # m=...)): y = b0 + b1 x1 + b2 x2 + e, e ~ N(0, sigma2), x ~ N(m, I), b ~ N(0, tau2 I).
-# dapper's API as of 1.0.1 (the version this was checked against; R/privacy_class.R,
-# R/dapper_sample.R): new_privacy(post_f, latent_f, priv_f, st_f, npar, varnames), whose
-# functions must have exactly the formals post_f(dmat, theta), latent_f(theta),
-# priv_f(sdp, sx), st_f(xi, sdp, i); dapper_sample(data_model, sdp, init_par, seed, niter,
-# warmup, chains), which runs Ju et al. 2022's Algorithm 1 (theta | records by post_f, then one
-# sweep of independent record proposals from latent_f(theta), each accepted with the mechanism
-# ratio). Its chains run through furrr::future_map (sequential unless a future plan is set, as
+# dapper's API (R/privacy_class.R, R/dapper_sample.R, R/dpout.R), both versions handled:
+# * 1.1.0 (CRAN's current release; read from its source, mango-empire/dapper at 5c8f93c):
+#   new_privacy(posterior_f, latent_f, mechanism_f, statistic_f, npar, varnames), whose
+#   functions must have exactly the formals posterior_f(dmat, theta), latent_f(theta),
+#   mechanism_f(sdp, sx), statistic_f(xi, sdp, i) (checked by new_privacy); the result's
+#   per-iteration record acceptance is out$mean_accept ((niter - warmup) x chains);
+# * 1.0.1: new_privacy(post_f, latent_f, priv_f, st_f, npar, varnames), same formals, and
+#   out$accept_prob.
+# The version is told apart by new_privacy's formal names. dapper_sample(data_model, sdp,
+# init_par, seed, niter, warmup, chains) is the same in both: Ju et al. 2022's Algorithm 1
+# (theta | records by the posterior function, then one sweep of independent record proposals
+# from latent_f(theta), each accepted with the mechanism ratio). Its chains run through furrr::future_map (sequential unless a future plan is set, as
 # here: one core, like privpost's cores=1 side).
 
 args <- commandArgs(trailingOnly = TRUE)
@@ -75,8 +80,13 @@ mine <- Reduce(`+`, lapply(seq_len(nrow(probe)), function(i) st_f(probe[i, ], sd
 if (max(abs(mine - get("probe_stat"))) > 1e-9)
   stop("bench_dapper.R: the statistic differs from privpost's RegressionStats; not timing")
 
-dmod <- new_privacy(post_f = post_f, latent_f = latent_f, priv_f = priv_f, st_f = st_f,
-                    npar = p + 1, varnames = paste0("beta", 0:p))
+if ("posterior_f" %in% names(formals(new_privacy))) {          # dapper >= 1.1.0
+  dmod <- new_privacy(posterior_f = post_f, latent_f = latent_f, mechanism_f = priv_f,
+                      statistic_f = st_f, npar = p + 1, varnames = paste0("beta", 0:p))
+} else {                                                        # dapper 1.0.x
+  dmod <- new_privacy(post_f = post_f, latent_f = latent_f, priv_f = priv_f, st_f = st_f,
+                      npar = p + 1, varnames = paste0("beta", 0:p))
+}
 t0 <- proc.time()[["elapsed"]]
 out <- dapper_sample(data_model = dmod, sdp = sdp, init_par = rep(0, p + 1), seed = seed, niter = niter,
                      warmup = warmup, chains = chains)
@@ -90,7 +100,7 @@ rows <- lapply(seq_len(p + 1), function(j) {
   data.frame(variable = paste0("beta", j - 1), ess_bulk = posterior::ess_bulk(x),
              ess_tail = posterior::ess_tail(x), rhat = posterior::rhat(x), mean = mean(x),
              mcse_mean = posterior::mcse_mean(x), wall_s = wall, draws = kept * chains,
-             accept = mean(out$accept_prob))
+             accept = mean(if (is.null(out$mean_accept)) out$accept_prob else out$mean_accept))
 })
 write.csv(do.call(rbind, rows), args[2], row.names = FALSE)
 if (length(args) == 7) {

@@ -5,8 +5,8 @@ benchmarks/bench_defaults.py (``bench_damcmc.make_problem(100)``).
     R_LIBS=/path/to/rlib python benchmarks/bench_dapper.py [--seeds 7 8 9] [--niter 10000]
         [--warmup 2000] [--chains 4] [--repeat 3] [--no-paper]
 
-Needs ``Rscript`` with the R packages ``dapper`` (checked against 1.0.1) and ``posterior``
-(dapper imports it); installation: benchmarks/README.md, "dapper side by side". When either is
+Needs ``Rscript`` with the R packages ``dapper`` (1.1.0, CRAN's current release, or 1.0.1)
+and ``posterior`` (dapper imports it); installation: benchmarks/README.md, "dapper side by side". When either is
 missing this prints what is missing and exits 0 (nothing is estimated in their place).
 
 For each seed:
@@ -208,7 +208,7 @@ def main(argv=None) -> int:
         export(model, rel, inp)
         for seed in a.seeds:
             d = run_dapper(inp, a.niter, a.warmup, a.chains, seed)
-            rows = [("dapper 1.0.1 (R)", d),
+            rows = [("dapper (R)", d),
                     ("privpost default damcmc", run_privpost(model, rel, seed, a.repeat))]
             if not a.no_paper:
                 rows.append(("privpost PAPER_DAMCMC", run_privpost(

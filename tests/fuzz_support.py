@@ -225,3 +225,247 @@ def close_subset(given, canonical, rel_tol=1e-6) -> bool:
     if isinstance(given, (int, float)) and isinstance(canonical, (int, float)):
         return math.isclose(given, canonical, rel_tol=rel_tol, abs_tol=0.0)
     return given == canonical
+
+
+# ----------------------------------------------------------------------------- every release kind
+# Issue 23 (finding 7): the kinds added after the first fuzzing (penalty-MCMC transcripts, DPss
+# release sets, marginal tables, HMM cell counts, declared releases; bundles are the release sets
+# above) and the CSV files of every release command (penalty, dpss, release-cells).
+
+def _penalty_seeds(penalty_mcmc, BetaBernoulli, y, counts, xy):
+    return [
+        penalty_mcmc(y, BetaBernoulli(1, 1), epsilon=1.0, delta=1e-6, iterations=6, seed=1),
+        penalty_mcmc(y, "bernoulli-logit:a=2,b=1", epsilon=2.0, delta=1e-6, iterations=5,
+                     owners=2, accountant="advanced", seed=2),
+        penalty_mcmc(counts, "poisson-log:shape=2,rate=1,upper=10", epsilon=1.0, delta=1e-6,
+                     iterations=4, variant="expfam", seed=3),
+        penalty_mcmc(xy, "logistic-regression-bounded:p=2,bound=1", epsilon=1.0, delta=1e-6,
+                     iterations=4, clip=0.5, seed=4),
+    ]
+
+
+@lru_cache(maxsize=1)
+def valid_kind_docs() -> dict[str, tuple[str, ...]]:
+    """Kind -> JSON texts of valid documents of that kind, made by privpost itself."""
+    import privpost as pp
+    from privpost.cell_counts import CellCounts
+    from privpost.compositional import dpss_release
+    from privpost.inference.penalty import penalty_mcmc
+    from privpost.marginal_tables import MarginalTables
+    from privpost.mechanisms import DiscreteLaplace, Gaussian, Laplace
+    from privpost.models import BetaBernoulli
+    from privpost.queries import Histogram, Sum
+
+    import warnings
+
+    rng = np.random.default_rng(0)
+    y = (rng.random(40) < 0.3).astype(float)
+    counts = rng.poisson(2.0, 40).astype(float)
+    xy = np.column_stack([rng.uniform(-1, 1, (40, 2)), (rng.random(40) < 0.5)])
+    with warnings.catch_warnings():      # a 4-6 iteration chain warns (low ESS): expected
+        warnings.simplefilter("ignore")
+        penalty = _penalty_seeds(penalty_mcmc, BetaBernoulli, y, counts, xy)
+    comp = rng.dirichlet([2.0, 3.0, 4.0], 30)
+    dpss = [dpss_release(comp, 0.5, 1.0, seed=5), dpss_release(comp, 0.5, 1.0, split=0.5, seed=6)]
+    mt = np.column_stack([rng.integers(0, 2, 12), rng.integers(0, 2, 12), rng.integers(0, 3, 12)])
+    marginal = [pp.release(mt, query=MarginalTables([2, 2, 3], [[0, 1], [1, 2]]),
+                           mechanism=Laplace(epsilon=1.0), seed=7),
+                pp.release(mt, query=MarginalTables([2, 2, 3], [[0], [2]]),
+                           mechanism=DiscreteLaplace(epsilon=1.0), neighbours="add-remove",
+                           seed=8)]
+    cells_rec = np.array([[0, 0, 1, 0], [0, 0, 0, 2], [0, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 2]])
+    cells = [pp.release(cells_rec, query=CellCounts([2, 3], [[2, 1], [0, 2]]),
+                        mechanism=Laplace(epsilon=1.0), seed=9,
+                        metadata={"regions": ["A", "B"], "times": ["1", "2"]}),
+             pp.release(cells_rec, query=CellCounts([2, 3], [[2, 1], [0, 2]]),
+                        mechanism=Gaussian(rho=0.5), seed=10)]
+    declared = [pp.declare(412.7, query=Sum((0, 1)), mechanism=Laplace(scale=10), n=1000),
+                pp.declare([118, 124, 130], query=Histogram(3),
+                           mechanism=DiscreteLaplace(scale=4), n=400),
+                pp.declare(3.5, query=Sum((0, 10)), mechanism=Gaussian(scale=2), n=50,
+                           neighbours="add-remove")]
+    return {
+        "penalty": tuple(r.release.to_json() for r in penalty),
+        "dpss": tuple(json.dumps(s.to_dict()) for s in dpss),
+        "marginal": tuple(r.to_json() for r in marginal),
+        "cells": tuple(r.to_json() for r in cells),
+        "declared": tuple(r.to_json() for r in declared),
+        "bundle": valid_set_docs(),
+    }
+
+
+KINDS = ("penalty", "dpss", "marginal", "cells", "declared", "bundle")
+
+#: per kind: a model spec and a cheap method for ``infer`` / ``compare`` on a mutant
+KIND_INFER = {
+    "penalty": ("beta-bernoulli", "penalty-mcmc", []),
+    "dpss": ("dirichlet", "dpboots", ["--draws", "20"]),
+    "marginal": ("mrf:levels=2;2;3,cliques=0;1|1;2", "naive", ["--draws", "20"]),
+    "cells": ("hmm:n_states=2,n_levels=2;3", "naive", ["--draws", "4", "--warmup", "2",
+                                                       "--chains", "1"]),
+    "declared": ("beta-bernoulli", "naive", ["--draws", "20"]),
+    "bundle": ("beta-bernoulli", "gibbs-ss", ["--draws", "20", "--warmup", "10",
+                                              "--chains", "1"]),
+}
+
+
+def kind_doc_strategy(kind: str):
+    """Mutants (:func:`mutate`) of the valid documents of ``kind``."""
+    return st.sampled_from(valid_kind_docs()[kind]).map(json.loads).flatmap(mutate)
+
+
+def any_kind_doc_strategy():
+    return st.sampled_from(KINDS).flatmap(lambda k: st.tuples(st.just(k), kind_doc_strategy(k)))
+
+
+def check_document(doc) -> str:
+    """Load a mutated document of any kind (dispatch on its ``schema``): "refused" with a
+    :class:`ReleaseError` naming a field, or "accepted" -- and then it serialises to strict
+    JSON, every value it states equals the loaded object's (:func:`close_subset`: no field
+    silently ignored, no derived number silently recomputed), reloads to the same document,
+    and what ``inspect`` / ``infer`` read from it is computable (a DPss set parses or is
+    refused with a PrivpostError; a transcript gives its posterior). Anything else raises."""
+    from privpost.errors import PrivpostError, ReleaseError
+    from privpost.inference.penalty import SCHEMA as PENALTY_SCHEMA, PenaltyRelease
+    from privpost.release import SET_SCHEMA, Release, ReleaseSet
+
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    cls = {SET_SCHEMA: ReleaseSet, PENALTY_SCHEMA: PenaltyRelease}.get(
+        schema if isinstance(schema, str) else None, Release)
+    try:
+        obj = cls.from_dict(doc)
+    except ReleaseError as exc:
+        assert exc.field and exc.problem, exc
+        assert len(str(exc)) <= 2200, len(str(exc))          # bounded messages
+        return "refused"
+    canonical = json.loads(json.dumps(obj.to_dict(), allow_nan=False))
+    assert close_subset(doc, canonical), ("silent acceptance", doc, canonical)
+    again = cls.from_dict(canonical)
+    assert json.loads(json.dumps(again.to_dict(), allow_nan=False)) == canonical
+    if cls is ReleaseSet:
+        from privpost.compositional import parse_dpss
+
+        obj.total_privacy()
+        try:
+            parse_dpss(obj)
+        except PrivpostError:
+            pass
+    elif cls is PenaltyRelease:
+        obj.posterior()
+        str(obj.privacy)
+    else:
+        repr(obj), str(obj.privacy)
+    return "accepted"
+
+
+def assert_clean_cli(res, args) -> str:
+    """A CLI result: exit 0; or 1 with one ``error:`` line of bounded length; or Typer's usage
+    error (2); never an uncaught exception or a traceback."""
+    assert res.exit_code in (0, 1, 2), (args, res.exit_code, res.output, res.exception)
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise AssertionError(f"uncaught {type(res.exception).__name__}: {res.exception} "
+                             f"for {args}") from res.exception
+    assert "Traceback" not in res.output, (args, res.output)
+    if res.exit_code == 1:
+        errors = [ln for ln in res.output.splitlines() if ln.startswith("error:")]
+        assert errors, (args, res.output)
+        assert len(errors[0]) <= 2200, (args, len(errors[0]))
+    return f"exit {res.exit_code}"
+
+
+def document_cli_args(kind: str, path, other, command: str) -> list[str]:
+    """CLI arguments of ``command`` (inspect / inspect-json / infer / compare / bundle) on the
+    document at ``path`` of ``kind`` (``other``: a valid release file for ``bundle``)."""
+    model, method, extra = KIND_INFER[kind]
+    if command == "inspect":
+        return ["inspect", str(path)]
+    if command == "inspect-json":
+        return ["inspect", str(path), "--json"]
+    if command == "infer":
+        return ["infer", str(path), "--model", model, "--method", method, "--no-progress",
+                "--seed", "1", *extra]
+    if command == "compare":
+        return ["compare", str(path), "--model", model, "--methods", method, "--no-progress",
+                "--seed", "1", *extra]
+    return ["bundle", str(path), str(other), "-o", str(path.parent / "bundle-out.json")]
+
+
+# ----------------------------------------------------------------------------- release CSVs
+CSV_COMMANDS = ("penalty", "dpss", "release-cells")
+
+_CSV_GOOD = {
+    "penalty": (["y"], lambda r: [str(int(r.random() < 0.3))]),
+    "dpss": (["a", "b", "c"], lambda r: [f"{v:.6f}" for v in r.dirichlet([2.0, 3.0, 4.0])]),
+    "release-cells": (["region", "time", "kind"],
+                      lambda r: [str(r.choice(["A", "B"])), str(r.integers(1, 3)),
+                                 str(r.choice(["x", "y", "z"]))]),
+}
+_CSV_BAD_CELLS = ["", " ", "nan", "abc", "1e400", "-1", "2", "0.5", '"1"', "é", "9" * 400,
+                  "z" * 2000, "\u0000", "inf"]
+
+
+@st.composite
+def release_csv(draw, command: str):
+    """``(text bytes, records expected if accepted)`` of a hostile CSV for ``command``: good
+    rows (valid for the command) mixed with bad cells, blank and whitespace lines inside and at
+    the end, many extra columns (up to beyond ``max_columns``), duplicate / missing / long
+    header names, a BOM, CRLF, quoting."""
+    cols, good = _CSV_GOOD[command]
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    header = list(cols)
+    extra = draw(st.sampled_from([0, 0, 0, 1, 3, 50, 20_001]))
+    header += [f"e{j}" for j in range(extra)]
+    hk = draw(st.sampled_from(["ok"] * 6 + ["missing", "duplicate", "long", "quoted"]))
+    if hk == "missing":
+        header = header[1:]
+    elif hk == "duplicate":
+        header = header + [header[0]]
+    elif hk == "long":
+        header = header + ["h" * 5000]
+    elif hk == "quoted":
+        header = [f'"{h}"' for h in header]
+    n = draw(st.integers(0, 8))
+    rows, records = [], 0
+    for _ in range(n):
+        row = good(rng) + ["0"] * (len(header) - len(cols))
+        if draw(st.integers(0, 5)) == 0:
+            row[draw(st.integers(0, len(row) - 1))] = draw(st.sampled_from(_CSV_BAD_CELLS))
+        rows.append(",".join(row[:len(header)]))
+        records += 1
+    interior_blank = False
+    if rows and draw(st.integers(0, 3)) == 0:
+        at = draw(st.integers(0, len(rows) - 1))
+        rows.insert(at, draw(st.sampled_from(["", "   ", "\t"])))
+        interior_blank = at > 0 or len(rows) > 1
+    text = "\n".join([",".join(header)] + rows)
+    tail = draw(st.sampled_from(["", "\n", "\n", "\n\n", "\n  \n"]))
+    if rows and rows[-1] == "" and tail == "":
+        records -= 1      # an empty last row with nothing after it is no line of the file
+    text += tail
+    kind = draw(st.sampled_from(["plain"] * 4 + ["bom", "crlf"]))
+    if kind == "crlf":
+        text = text.replace("\n", "\r\n")
+    data = (b"\xef\xbb\xbf" if kind == "bom" else b"") + text.encode()
+    return data, records, interior_blank
+
+
+def release_csv_args(command: str, path, out) -> list[str]:
+    if command == "penalty":
+        return ["penalty", str(path), "--column", "y", "--model", "beta-bernoulli", "--epsilon",
+                "1", "--delta", "1e-6", "--iterations", "5", "-o", str(out), "--seed", "1",
+                "--no-progress"]
+    if command == "dpss":
+        return ["dpss", str(path), "--column", "a", "--column", "b", "--column", "c",
+                "--epsilon1", "0.5", "--epsilon2", "1", "-o", str(out), "--seed", "1"]
+    return ["release-cells", str(path), "-o", str(out), "-f", "kind", "--epsilon", "1",
+            "--seed", "1"]
+
+
+def released_n(command: str, out) -> int:
+    """The record count of what ``command`` wrote to ``out``."""
+    if command == "dpss":
+        from privpost.compositional import parse_dpss
+        from privpost.release import ReleaseSet
+
+        return int(parse_dpss(ReleaseSet.load(out)).n)
+    return int(json.loads(out.read_text())["n"])

@@ -178,7 +178,8 @@ def test_infer_other_methods_with_options(tmp_path):
     res = runner.invoke(app, base + ["--method", "gibbs-ss", "--option", "covariate_moments=prior"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["exact"] is False and set(doc["summary"]) == {"beta[0]", "beta[1]", "beta[2]"}
+    assert doc["exact"] is False and set(doc["summary"]) == {"beta[intercept]", "beta[x1]",
+                                                      "beta[x2]"}   # named by column
     res = runner.invoke(app, base + ["--method", "naive"])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, base + ["--method", "gibbs-ss", "--option", "bogus=1"])
@@ -214,7 +215,7 @@ def test_bundle_inspect_and_infer_a_release_set(tmp_path):
                               "--method", "gibbs-ss", "--draws", "200", "--warmup", "100",
                               "--chains", "2", "--seed", "1", "--json"])
     assert res.exit_code == 0, res.output
-    assert "beta[1]" in json.loads(res.stdout)["summary"]
+    assert "beta[x1]" in json.loads(res.stdout)["summary"]   # coefficients named by column
     res = runner.invoke(app, ["infer", str(rset), "--model", "linear-regression:p=1,sigma2=1",
                               "--method", "damcmc", "--draws", "10"])
     assert res.exit_code == 1 and "release set" in res.output.lower()

@@ -45,7 +45,7 @@ def test_infer_without_files_exits_quickly_with_output_and_atexit(regression_rel
                                      "--seed", "1", "--json")
     assert rc == 0, err
     doc = json.loads(out)                       # stdout flushed in full before leaving
-    assert set(doc["summary"]) == {"beta[0]", "beta[1]", "beta[2]"}
+    assert set(doc["summary"]) == {"beta[intercept]", "beta[x1]", "beta[x2]"}   # by column
     assert ran                                  # atexit handlers ran
     assert probe == ""                          # teardown skipped: the quick exit was taken
 

@@ -154,13 +154,13 @@ def test_naive_bayes_compiled_move_is_exact_and_missing_jacobian_fails(nb_exact)
 _MOVE_KERNEL = []
 
 
-def _move_loop(innovations, from_innovations, to_free, from_free, log_target, contrib, adapt,
-               use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp, Tp, v, vp, thp,
-               z, iw_f, iw_i, mean, m2, chol, out):
+def _move_loop(innovations, from_innovations, to_free, from_free, log_target, log_density,
+               contrib, adapt, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp,
+               Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol, out):
     """``adapt`` adapting then ``out.shape[0]`` kept calls of the driver's one-step move."""
     for it in range(adapt + out.shape[0]):
-        _interweave(innovations, from_innovations, to_free, from_free, log_target, contrib, 1,
-                    it < adapt, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp,
+        _interweave(innovations, from_innovations, to_free, from_free, log_target, log_density,
+                    contrib, 1, it < adapt, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp,
                     Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol)
         if it >= adapt:
             out[it - adapt, :] = theta

@@ -76,7 +76,7 @@ def exact_a():
 def _run_bb(model, interweave, draws=3000, seed=11, fast_path=True):
     rel = sum_release(N_, S_, Laplace(scale=1.0))
     return run(model, rel, draws=draws, warmup=300, chains=4, seed=seed, cores=1,
-               progress=False, interweave=interweave, fast_path=fast_path)
+               progress=False, interweave=interweave, fast_path=fast_path, latent="records")
 
 
 def test_beta_bernoulli_compiled_interweave_is_exact(exact_a):

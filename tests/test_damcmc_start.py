@@ -82,3 +82,75 @@ def test_user_init_wins_over_data_start():
                    progress=False, cores=1, init={"theta": 0.5})
     assert not any(n.startswith("start:") for n in post.notes)
 
+
+
+# ---- issue 22: a data start for every model and query ----------------------------------------
+
+def _dirichlet_release(alpha=(10.0, 1.4, 14.0), n=800, eps=1.0, seed=5):
+    from privpost.models import Dirichlet
+    from privpost.queries import CensoredLogMean
+    from privpost.release import release
+
+    x = Dirichlet(3).simulate({"alpha": np.array(alpha)}, n, np.random.default_rng(seed))
+    return release(x, CensoredLogMean(3, 0.0006944, n), Laplace(epsilon=eps),
+                   seed=np.random.default_rng(seed + 1))
+
+
+def test_dirichlet_plugin_start_is_the_mle_of_renoised_releases():
+    from privpost.inference.dirichlet_tools import dirichlet_mle
+    from privpost.models import Dirichlet
+
+    rel = _dirichlet_release()
+    p = _Problem(Dirichlet(3), rel)
+    inits, note = _start.data_inits(p, [np.random.default_rng(i) for i in range(4)])
+    assert "model's plug-in estimate" in note
+    a = np.array([i["params"]["alpha"] for i in inits])
+    mle = dirichlet_mle(np.asarray(rel.observed))
+    # dispersed (re-noised) about the MLE of the release, on the log scale
+    assert np.ptp(a[:, 0]) > 0 and np.all(np.abs(np.log(a / mle)) < 1.0)
+    # typed-in release (a plain document, no records behind it) gives the same kind of start
+    from privpost.release import Release
+    typed = Release(rel.query, rel.mechanism, rel.n, np.asarray(rel.observed).tolist())
+    assert "plug-in" in _start.data_inits(_Problem(Dirichlet(3), typed),
+                                          [np.random.default_rng(0)])[1]
+    # no MLE (sum exp(s) >= 1): the plug-in declines
+    assert Dirichlet(3).plugin_params(rel.query, np.zeros(3), rel.n, None) is None
+
+
+def test_best_simulated_start_when_no_plugin_exists():
+    from privpost.models import Dirichlet
+
+    class NoPlugin(Dirichlet):
+        def plugin_params(self, query, s, n, rng):
+            return None
+
+    rel = _dirichlet_release(n=300, eps=2.0)
+    p = _Problem(NoPlugin(3), rel)
+    inits, note = _start.data_inits(p, [np.random.default_rng(i) for i in range(3)])
+    assert "best fits the release" in note
+
+    def lg(recs):
+        return float(p.log_g(np.ascontiguousarray(p.t(recs).sum(axis=0)), p.s_obs, p.weight))
+
+    chosen = [lg(i["records"]) for i in inits]
+    rng = np.random.default_rng(99)
+    prior = [lg(p.model.simulate(p.model.prior_sample(rng), rel.n, rng)) for _ in range(16)]
+    # each chain's pick beats the median prior draw (the wrong variant, a prior start, does not)
+    assert min(chosen) > np.median(prior), (chosen, prior)
+    assert len({round(c, 9) for c in chosen}) > 1          # dispersed
+
+
+def test_dirichlet_auto_moves_follow_the_noise_to_sampling_ratio():
+    from privpost.models import Dirichlet
+
+    m = Dirichlet(3)
+    prm = {"alpha": np.array([10.0, 1.4, 14.0])}
+    k_noisy, why = m.interweave_auto_steps(3128, 2 * 0.007 ** 2, prm)        # eps = 1
+    k_quiet, _ = m.interweave_auto_steps(3128, 2 * 0.0007 ** 2, prm)         # eps = 10
+    assert (k_noisy, k_quiet) == (m.MOVES_WHEN_NOISY, 0) and "noise / sampling" in why
+    rel = _dirichlet_release(n=800, eps=10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        post = run(Dirichlet(3), rel, draws=20, warmup=10, chains=1, seed=1, progress=False,
+                   fast_path=True)
+    assert any("interweave='auto': 0 non-centred" in n for n in post.notes), post.notes

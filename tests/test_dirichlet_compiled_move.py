@@ -1,12 +1,14 @@
 """The Dirichlet non-centred move compiled for the DA-MCMC driver
 (models/_compiled_dirichlet_move.py) and CensoredLogMean's compiled contribution.
 
-* the compiled functions evaluate the NumPy move's numbers (same Generator calls, SciPy's own
-  special functions), including the tails (tiny and huge alpha_j): same innovations, same
-  records, and so the same chain as the NumPy move for the same seed;
+* the compiled functions evaluate the NumPy move's numbers (same Generator calls; digamma and
+  trigamma compiled, SciPy's in NumPy, equal to ~1e-15), including the tails (tiny and huge
+  alpha_j): same innovations, same records, same law of the innovations, and so the same chain
+  as the NumPy move for the same seed;
 * exactness: one censored Beta record (D = 2) against quadrature on a log-alpha grid
   (tests/_compositional_exact.py, as tests/test_damcmc_more_interweave.py does for the NumPy
-  move), |z| < 4 MCSE; the walk without its Jacobian (compiled and Python both) must fail;
+  move), |z| < 4 MCSE; the walk without its Jacobian (compiled and Python both) must fail, and
+  so must a partially non-centred move without the law of its innovations;
 * a compiled log_target that disagrees with the Python log_prior is refused up front.
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from numba import njit
+from scipy import stats
 
 from privpost.errors import IncompatibleError
 from privpost.inference._damcmc_fast import resolve_fast_path
@@ -80,6 +83,23 @@ class _NoJacobian(Dirichlet):
         return _without_jacobian(self)
 
 
+class _LogGammas(Dirichlet):
+    """The move with ``u = log G`` itself (``mu = 0``, ``sigma = 1``): still exact, since the
+    law of ``u`` enters the acceptance ratio (generic path only)."""
+
+    @staticmethod
+    def _loc_scale(a):
+        return np.zeros_like(a), np.ones_like(a)
+
+
+class _LogGammasNoDensity(_LogGammas):
+    """Deliberately wrong: the same move without ``p(u | alpha)``, as if ``u`` were free of
+    alpha (here it is far from it: the walk ignores the gammas it holds fixed)."""
+
+    def innovations_log_density(self, params, u):
+        return 0.0
+
+
 class _CompiledOnlyWrong(Dirichlet):
     """The compiled move without the Jacobian, the Python one with it: caught up front."""
 
@@ -96,7 +116,7 @@ def test_compiled_functions_equal_the_numpy_move_in_the_tails():
         want = m.innovations(th, x, np.random.default_rng(2))
         u = np.zeros_like(x)
         civ.innovations(np.array(a), np.ascontiguousarray(x), u, np.random.default_rng(2))
-        np.testing.assert_allclose(u, want, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(u, want, rtol=1e-12, atol=1e-12)
         back = np.zeros_like(x)
         civ.from_innovations(np.array(a), u, back)
         np.testing.assert_allclose(np.log(back), np.log(x), rtol=0, atol=1e-9)
@@ -115,6 +135,14 @@ def test_compiled_functions_equal_the_numpy_move_in_the_tails():
                 - m.log_prior(th) - m.interweave_log_jacobian(th))
         assert civ.log_target(moved) - civ.log_target(np.array(a)) == pytest.approx(d_py,
                                                                                     rel=1e-10)
+        # the law of the innovations: compiled = Python, and it is that of the log-gammas
+        d_u = m.innovations_log_density({"alpha": moved}, u) - m.innovations_log_density(th, u)
+        assert civ.log_density(moved, u) - civ.log_density(np.array(a), u) == pytest.approx(
+            d_u, rel=1e-9, abs=1e-6)
+        y = m._loc_scale(np.array(a))[0] + m._loc_scale(np.array(a))[1] * u[:3]
+        want_ld = float(np.sum(stats.gamma.logpdf(np.exp(y), np.array(a)) + y
+                               + np.log(m._loc_scale(np.array(a))[1])))
+        assert m.innovations_log_density(th, u[:3]) == pytest.approx(want_ld, rel=1e-10)
     assert civ.log_target(np.array([1.0, -1.0, 1.0])) == -np.inf
     assert civ.log_target(np.array([1.0, np.inf, 1.0])) == -np.inf
 
@@ -203,7 +231,7 @@ print("MOVE", hits)
 
 @pytest.mark.slow
 def test_second_process_compiles_nothing_of_the_dirichlet_move(tmp_path):
-    """The move's functions call SciPy by symbol name (not by address) and are cache=True: a
+    """The move's functions are cache=True (no process-specific addresses in them): a
     second process running DPMCMC with the compiled move compiles nothing (Numba's
     "numba:compile" events; cache hits and no misses on the move's functions)."""
     import ast
@@ -217,3 +245,17 @@ def test_second_process_compiles_nothing_of_the_dirichlet_move(tmp_path):
     move = ast.literal_eval(line["MOVE"])
     assert move and all(h > 0 and m == 0 for h, m in move.values()), move
     assert "data saved" not in outs[1], [ln for ln in outs[1].splitlines() if "saved" in ln]
+
+
+@pytest.mark.parametrize("cls,ok", [(_LogGammas, True), (_LogGammasNoDensity, False)])
+def test_law_of_the_innovations_enters_the_move(exact, cls, ok):
+    """Partially non-centred: exact whatever the standardisation, as long as ``p(u | alpha)``
+    is in the acceptance ratio (generic path; the compiled move is the NumPy chain, above)."""
+    mean, sd = exact
+    post = run(cls(2, prior_shape=SHAPE, prior_rate=RATE), _n1_release(),
+               draws=1500 if ok else 500, warmup=300, chains=4, seed=8, cores=1,
+               progress=False, interweave=3, fast_path=False)
+    a = post.draws["alpha"]
+    z = [(z_mean(a[..., j], mean[j]), z_sd(a[..., j], sd[j])) for j in range(2)]
+    worst = max(max(abs(x), abs(y)) for x, y in z)
+    assert (worst < K_MCSE) if ok else (worst > K_MCSE), z

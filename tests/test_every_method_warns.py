@@ -109,6 +109,21 @@ def _dpss(split=None):
     return Dirichlet(3), dpss_release(_dpss_records(), 1.0, 0.5, seed=2, split=split), {}
 
 
+def _penalty_transcript():
+    """A published penalty-MCMC transcript (seed 001) long enough to converge: Algorithm 3
+    (cost free of n), 24,000 iterations at epsilon = 50 (about 680 bulk ESS in its second half;
+    the short case keeps only its last 10 states)."""
+    from privpost.inference.penalty import penalty_mcmc
+    from privpost.models import BetaBernoulli
+
+    y = (np.random.default_rng(0).random(1000) < 0.3).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = penalty_mcmc(y, BetaBernoulli(1, 1), epsilon=50.0, delta=1e-6, iterations=24_000,
+                           step=3.0, variant="expfam", seed=1)
+    return BetaBernoulli(1, 1), res.release, {}
+
+
 # ------------------------------------------------------------------------------ cases
 @dataclass(frozen=True)
 class Case:
@@ -153,6 +168,8 @@ CASES = {
     "dpremcmc": Case("dpremcmc", _dpss, dict(SHORT, cores=1), dict(cores=1), slow_long=True,
                      long_converges=False),
     # ABC with prior p5, itself D1 DPMCMC draws: the prior's chains are checked
+    # the analyst's reading of a transcript: the chain's length is the curator's (fixed)
+    "penalty-mcmc": Case("penalty-mcmc", _penalty_transcript, dict(warmup=23_990), {}),
     "dpabc/p5": Case("dpabc", lambda: _dpss(0.25),
                      dict(draws=200, prior="p5", p5_options=dict(draws=20, warmup=5, cores=1)),
                      dict(draws=200, prior="p5", p5_options=dict(draws=None, cores=1)),

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 import privpost as pp
 from privpost import limits
 from privpost.cli import app
-from privpost.errors import IncompatibleError, PrivpostError, ReleaseError
+from privpost.errors import DataError, IncompatibleError, PrivpostError, ReleaseError
 from privpost.mechanisms import (DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace,
                                  _l1_epsilon, _l1_scale, _l2_rho, _l2_scale)
 from privpost.queries import CensoredLogMean, Histogram, NaiveBayesCounts, RegressionStats, Sum
@@ -464,3 +464,250 @@ def test_columns_must_be_a_list_in_a_document():
     doc["query"]["columns"] = "x"
     with pytest.raises(ReleaseError, match=r"^query\.columns"):
         Release.from_dict(doc)
+
+
+# ---------------------------------------------------------------- issue 23, finding 7
+# The release kinds added after issue 15 (penalty transcripts, HMM cells, marginal tables) and
+# the CSV files of the release commands. Each test fails on the code before the fix.
+
+def _transcript(tmp_path=None):
+    import warnings
+
+    from privpost.inference.penalty import penalty_mcmc
+
+    y = (np.random.default_rng(0).random(200) < 0.3).astype(float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")       # a short chain warns about its ESS: expected
+        res = penalty_mcmc(y, pp.models.BetaBernoulli(1, 1), epsilon=1.0, delta=1e-6, seed=1)
+    doc = json.loads(res.release.to_json())
+    if tmp_path is not None:
+        res.release.save(tmp_path / "chain.json")
+    return res.release, doc
+
+
+def _one_line_error(res):
+    assert res.exit_code == 1, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    assert "Traceback" not in res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), res.output
+    return lines[0]
+
+
+def test_infer_and_compare_of_a_valid_penalty_transcript(tmp_path):
+    """'privpost infer chain.json --method penalty-mcmc' (the README's method) and 'compare'
+    gave AttributeError: 'PenaltyRelease' object has no attribute 'query'."""
+    rel, _ = _transcript(tmp_path)
+    path = str(tmp_path / "chain.json")
+    res = runner.invoke(app, ["infer", path, "--model", "beta-bernoulli", "--method",
+                              "penalty-mcmc", "--no-progress", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    expected = rel.posterior()
+    assert out["method"] == "penalty-mcmc"
+    assert out["summary"]["theta"]["mean"] == pytest.approx(float(expected.mean("theta")))
+    res = runner.invoke(app, ["compare", path, "--model", "beta-bernoulli", "--no-progress"])
+    assert res.exit_code == 0 and "penalty-mcmc" in res.output, res.output
+    for method in ("damcmc", "naive", "gibbs-ss"):
+        res = runner.invoke(app, ["infer", path, "--model", "beta-bernoulli", "--method",
+                                  method, "--no-progress"])
+        assert "read by method 'penalty-mcmc' only" in _one_line_error(res)
+    res = runner.invoke(app, ["infer", path, "--model", "beta-bernoulli:a=3", "--method",
+                              "penalty-mcmc", "--no-progress"])
+    assert "cannot be turned into" in _one_line_error(res)     # another prior: refused
+    post = pp.infer(pp.models.BetaBernoulli(1, 1), rel, method="penalty-mcmc", warmup=10)
+    np.testing.assert_array_equal(post.draws["theta"], rel.posterior(10).draws["theta"])
+    with pytest.raises(IncompatibleError, match="reads a penalty-MCMC transcript"):
+        pp.infer(pp.models.BetaBernoulli(), _release_obj(), method="penalty-mcmc")
+
+
+def _release_obj():
+    return Release.from_dict(_doc())
+
+
+def test_transcript_with_a_huge_sensitivity_is_refused_not_an_overflow():
+    """A sensitivity of 2^64 + 1 raised OverflowError in mechanisms._bw_terms."""
+    from privpost.inference.penalty import PenaltyRelease
+
+    _, doc = _transcript()
+    for value in (2 ** 64 + 1, 1e100):
+        bad = dict(doc, sensitivity=value)
+        bad.pop("privacy"), bad.pop("mu_gdp")
+        with watchdog(10), pytest.raises(ReleaseError, match="^sensitivity: "):
+            PenaltyRelease.from_dict(bad)
+
+
+def test_transcript_files_go_through_the_safe_reader(tmp_path):
+    """PenaltyRelease.load skipped the reader the CLI uses: RecursionError on a deeply nested
+    document, UnicodeDecodeError on bad UTF-8."""
+    from privpost.inference.penalty import PenaltyRelease
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with watchdog(10), pytest.raises(ReleaseError, match="nested too deeply"):
+        PenaltyRelease.load(deep)
+    with pytest.raises(ReleaseError, match="nested too deeply"):
+        PenaltyRelease.from_json('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"schema": "privpost.penalty-release/1", "x": "\xff"}')
+    with pytest.raises(ReleaseError, match="not UTF-8"):
+        PenaltyRelease.load(bad)
+
+
+def test_transcript_fields_inconsistent_with_the_transcript_are_refused():
+    """Accepted although invalid: a stored h that is not step * n^-alpha (the half-width the
+    sensitivity is proved from), unknown or foreign top-level fields, a mu_gdp lowered 1e9-fold."""
+    from privpost.inference.penalty import PenaltyRelease
+
+    rel, doc = _transcript()
+    assert PenaltyRelease.from_dict(doc).to_dict() == rel.to_dict()
+    with pytest.raises(ReleaseError, match=r"^h: .*step \* n\^-step_exponent"):
+        PenaltyRelease.from_dict(dict(doc, h=doc["h"] * 2))
+    with pytest.raises(ReleaseError, match=r"^mu_gdp: .*disagrees"):
+        PenaltyRelease.from_dict(dict(doc, mu_gdp=doc["mu_gdp"] / 1e9))
+    for key in ("extra", "query", "observed"):          # unknown, and foreign (a Release's)
+        with pytest.raises(ReleaseError, match=rf"^{key}: is not a field of a penalty-MCMC"):
+            PenaltyRelease.from_dict(dict(doc, **{key: 1}))
+    with pytest.raises(ReleaseError, match=r"^iterations"):
+        PenaltyRelease.from_dict(dict(doc, iterations=True))
+
+
+def _cells_doc():
+    from privpost.cell_counts import CellCounts
+
+    rec = np.array([[0, 0, 1], [0, 0, 0], [0, 1, 1], [1, 1, 0]])
+    rel = pp.release(rec, query=CellCounts([2], [[2, 1], [0, 1]]),
+                     mechanism=Laplace(epsilon=1.0), seed=1)
+    return json.loads(rel.to_json())
+
+
+def test_cells_release_whose_n_differs_from_the_cell_sizes_is_refused():
+    doc = _cells_doc()
+    Release.from_dict(doc)
+    with pytest.raises(ReleaseError, match=r"^n: 5 differs from the sum of the query's public "
+                                           r"cell sizes, 4"):
+        Release.from_dict(dict(doc, n=5))
+    doc["query"]["cell_sizes"] = [[2, 1], [0, 1e300]]
+    with pytest.raises(ReleaseError, match=r"^query\.cell_sizes: .*max_n"):
+        Release.from_dict(doc)
+
+
+def test_marginal_tables_level_beyond_the_cell_limit_is_refused():
+    """A variable in no clique with 2^70 levels: OverflowError in `inspect`."""
+    from privpost.marginal_tables import MarginalTables
+
+    with pytest.raises(ReleaseError, match=r"^query\.levels"):
+        MarginalTables([2, 2, 2 ** 70], [[0, 1]])
+
+
+def _csv_cmd(command, path, out):
+    from fuzz_support import release_csv_args
+
+    return release_csv_args(command, path, out)
+
+
+def test_csv_with_a_million_extra_columns_is_refused_quickly(tmp_path):
+    """'privpost penalty' on a CSV with 10^6 extra columns did not answer (quadratic duplicate
+    check); 'release-cells' on it was killed by std::bad_alloc."""
+    extra = ",".join(f"c{j}" for j in range(10 ** 6))
+    zeros = ",0" * 10 ** 6
+    for command, header, row in (("penalty", "y", "1"),
+                                 ("release-cells", "region,time,kind", "A,1,x")):
+        path = tmp_path / f"{command}.csv"
+        path.write_text(f"{header},{extra}\n{row}{zeros}\n{row}{zeros}\n")
+        with watchdog(60):
+            res = runner.invoke(app, _csv_cmd(command, path, tmp_path / "out.json"))
+        line = _one_line_error(res)
+        assert "the header has 1000003 columns" in line or "1000001 columns" in line, line
+        assert "max_columns" in line and len(line) < 300
+
+
+def test_many_columns_within_the_limit_are_read_without_a_quadratic_check(tmp_path):
+    """10^4 columns took 3.4 s in the duplicate-header check alone (membership in a list)."""
+    from privpost.io import read_records
+
+    path = tmp_path / "wide.csv"
+    names = ["y"] + [f"c{j}" for j in range(9_999)]
+    path.write_text(",".join(names) + "\n" + "\n".join("1," + ",".join(["0"] * 9_999)
+                                                       for _ in range(3)) + "\n")
+    with watchdog(20):
+        assert read_records(path, ["y"]).tolist() == [1.0, 1.0, 1.0]
+    dup = tmp_path / "dup.csv"
+    dup.write_text(",".join(names[:-1] + ["c17"]) + "\n" + "1," + ",".join(["0"] * 9_999)
+                   + "\n")
+    with watchdog(20), pytest.raises(DataError, match="duplicate column name"):
+        read_records(dup, ["y"])
+
+
+def test_a_million_character_cell_is_refused_with_a_bounded_message(tmp_path):
+    """A CSV cell of 10^6 characters: MemoryError (2.25 GiB) in cell_counts._domain."""
+    path = tmp_path / "cells.csv"
+    path.write_text("region,time,kind\nA,1," + "z" * 10 ** 6 + "\nB,1,x\n")
+    with watchdog(30):
+        res = runner.invoke(app, _csv_cmd("release-cells", path, tmp_path / "out.json"))
+    line = _one_line_error(res)
+    assert "column 'kind', row 1 has 1000000 characters" in line and "max_cell_chars" in line
+    assert len(line) < 300
+
+
+def test_a_blank_line_in_a_one_column_csv_is_not_a_dropped_record(tmp_path):
+    """A blank line in a one-column penalty CSV silently dropped a record (n fell by one)."""
+    path = tmp_path / "y.csv"
+    path.write_text("y\n1\n0\n\n1\n0\n")
+    res = runner.invoke(app, _csv_cmd("penalty", path, tmp_path / "out.json"))
+    assert "column 'y', row 3 is empty" in _one_line_error(res)
+    path.write_text("y\n1\n0\n1\n0\n \n")    # at the end too: it may be an empty value
+    res = runner.invoke(app, _csv_cmd("penalty", path, tmp_path / "out.json"))
+    assert "column 'y', row 5 is empty" in _one_line_error(res)
+    path.write_text("y\n1\n0\n1\n0\n")         # the last line's terminator is no blank line
+    res = runner.invoke(app, _csv_cmd("penalty", path, tmp_path / "out.json"))
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "out.json").read_text())["n"] == 4
+    cells = tmp_path / "cells.csv"        # several columns: trailing blank lines are no records
+    cells.write_text("region,time,kind\nA,1,x\nB,1,y\nA,2,x\n\n  \n")
+    res = runner.invoke(app, _csv_cmd("release-cells", cells, tmp_path / "cells.json"))
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "cells.json").read_text())["n"] == 3
+    cells.write_text("region,time,kind\nA,1,x\n\nB,1,y\nA,2,x\n")   # inside: refused
+    res = runner.invoke(app, _csv_cmd("release-cells", cells, tmp_path / "cells2.json"))
+    assert "column 'region', row 2 is empty" in _one_line_error(res)
+
+
+def test_error_messages_never_echo_megabytes_of_input(tmp_path):
+    """One bad document printed 0.7-3 MB of text on stderr."""
+    from privpost.errors import MAX_MESSAGE
+
+    doc = _doc()
+    doc["k" * 10 ** 6] = 1                               # an unknown field of 10^6 characters
+    with pytest.raises(ReleaseError) as info:
+        Release.from_dict(doc)
+    assert len(str(info.value)) <= MAX_MESSAGE + 100
+    doc = _doc(observed=["x" * 10 ** 6])
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps(doc))
+    res = runner.invoke(app, ["inspect", str(path)])
+    assert len(_one_line_error(res)) <= MAX_MESSAGE + 100
+    csv = tmp_path / "names.csv"                         # 9,000 long column names, none 'y'
+    csv.write_text(",".join(f"{'n' * 900}{j}" for j in range(9_000)) + "\n" + "0," * 8_999
+                   + "0\n")
+    res = runner.invoke(app, _csv_cmd("penalty", csv, tmp_path / "out.json"))
+    line = _one_line_error(res)
+    assert "missing column(s) 'y'" in line and len(line) <= MAX_MESSAGE + 100
+
+
+def test_transcript_model_with_hostile_hyperparameters_is_refused():
+    """Found by the fuzz campaign: a model type that is a list (TypeError: unhashable), an
+    'upper' of 10^400 (OverflowError in positive_float), a boolean hyperparameter."""
+    from privpost.inference.penalty import PenaltyRelease
+
+    _, doc = _transcript()
+    for model in ({"type": [1.0, 2.0], "a": 1.0, "b": 1.0},
+                  {"type": "poisson-log", "shape": 2.0, "rate": 1.0, "upper": 10 ** 400},
+                  {"type": "bernoulli-logit", "a": True, "b": 1.0}):
+        with pytest.raises(ReleaseError, match=r"^model"):
+            PenaltyRelease.from_dict(dict(doc, model=model))
+    for name in ("states", "proposals", "released"):    # (the 10,000-input campaign's one)
+        bad = json.loads(json.dumps(doc))
+        bad[name][1][0] = -10 ** 400
+        with pytest.raises(ReleaseError, match=rf"^{name}: must be a list of lists"):
+            PenaltyRelease.from_dict(bad)

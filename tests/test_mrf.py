@@ -298,7 +298,7 @@ def test_cli_release_and_infer_all_methods(tmp_path):
                                   "--seed", "1", "--no-progress", "--json"] + extra)
         assert res.exit_code == 0, (method, res.output)
         doc = json.loads(res.output[res.output.index("{"):])   # arviz may log a warning first
-        assert doc["method"] == method and "theta0[0, 0]" in doc["summary"]
+        assert doc["method"] == method and "theta0[a=0, b=0]" in doc["summary"]
 
 
 def test_tiny_bernstein2017_cgm_reproduction(monkeypatch, tmp_path):

@@ -380,7 +380,7 @@ def test_census_scale_page_runs():
     doc = json.loads(run_cli(["privpost", "infer", "national.json", "--model",
                               "dirichlet-categorical:alpha=1", "--seed", "1", "--json"]))
     assert doc["latent"] == "counts" and doc["converged"] is True
-    assert abs(doc["summary"]["p[0]"]["mean"] - 71012345 / 3e8) < 1e-4
+    assert abs(doc["summary"]["p[north]"]["mean"] - 71012345 / 3e8) < 1e-4   # named by level
     # "which the max_latent limit refuses"
     _stated(CENSUS, "which the `max_latent` limit refuses")
     code, out = __import__("_docblocks").invoke_cli(
@@ -396,3 +396,40 @@ def test_census_scale_page_runs():
     assert naive[5] < 0 < lo[5] < mean[5] < hi[5]
     assert run.printed.count("converged = True") == 5
     assert Path("census_intervals.png").stat().st_size > 10_000
+
+
+# ============================================================================================
+# docs/interop.md
+# ============================================================================================
+
+INTEROP = "interop.md"
+
+
+def test_interop_page_runs():
+    pytest.importorskip("opendp")
+    pytest.importorskip("polars")
+    run = run_page(INTEROP)
+    rel = run.ns["rel"]                                   # the census release (last block)
+    # section 1: "Integer Laplace", scale 2; the printed mechanism line
+    _stated(INTEROP, 'The summary says "Integer Laplace", scale 2')
+    assert "Integer Laplace" in run.printed
+    assert _stated(INTEROP, "discrete_laplace 2.0 0.5-DP (add/remove neighbours)") in run.printed
+    for name in ("damcmc", "naive"):
+        line = next(ln for ln in run.printed.splitlines() if ln.startswith(f"{name}:"))
+        lo, hi = (float(v) for v in line.split("interval")[1].split(".."))
+        assert 0.15 < lo < hi < 0.45
+    assert Path("opendp_posterior.png").stat().st_size > 1000
+    # section 2: declare's line as shown, 8 cells, σ² = 1/(2ρ) = 1, labels as stated
+    shown = _stated(INTEROP, "wrote county-release.json: 1 census table of 1200 persons "
+                    "(8 cells), discrete Gaussian noise; 0.5-zCDP (add-remove neighbours)")
+    assert shown in _flat(run.output_of("privpost declare --census"))
+    _stated(INTEROP, "`count[sex=001:female]`")
+    assert rel.labels[0] == "count[sex=001:female]" and rel.labels[1] == "count[sex=001:male]"
+    assert rel.mechanism.scale ** 2 == pytest.approx(1.0) and rel.privacy.rho == 0.5
+    assert "p[7]" in run.output_of("privpost infer county.json")
+    shares = [ln for ln in run.printed.splitlines() if ln.startswith("county ")]
+    assert len(shares) == 4
+    for ln in shares:
+        lo, hi = (float(v) for v in ln.split("interval")[1].strip(" )").split(".."))
+        assert 0.3 < lo < hi < 0.7
+    assert Path("county_female_share.png").stat().st_size > 1000

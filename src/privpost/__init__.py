@@ -24,7 +24,7 @@ from privpost._lazy import lazy_package
 __version__ = "0.1.0"
 
 _SUBMODULES = {"mechanisms", "queries", "models", "inference", "accounting", "posterior", "errors",
-               "experiments", "io", "demo"}
+               "experiments", "io", "demo", "interop", "census"}
 _ATTRS = {
     # The module privpost.release and the function privpost.release share a name: the function
     # wins (privpost._lazy), so `pp.release(...)` is the function whatever was imported first.
@@ -36,6 +36,9 @@ _ATTRS = {
     "ops_release": ("privpost.inference.ops", "ops_release"),
     "penalty_mcmc": ("privpost.inference.penalty", "penalty_mcmc"),
     "calibrate": ("privpost.experiments.calibration", "calibrate"),
+    "from_opendp": ("privpost.interop", "from_opendp"),
+    "from_pipelinedp": ("privpost.interop", "from_pipelinedp"),
+    "from_diffprivlib": ("privpost.interop", "from_diffprivlib"),
     "declare": ("privpost.declaration", "declare"),   # the module is not named declare: a
     # submodule of that name would replace the function on import
 }

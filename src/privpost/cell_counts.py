@@ -110,6 +110,10 @@ class CellCounts(Query):
             raise ReleaseError(_field("cell_sizes"), "must hold non-negative integers")
         if sizes.sum() < 1:
             raise ReleaseError(_field("cell_sizes"), "the cells hold no report (total must be >= 1)")
+        from privpost.limits import check_n
+
+        # before the int64 cast (1e300 would wrap): the total is a record count (max_n)
+        check_n(_field("cell_sizes"), int(min(sizes.sum(), 2.0 ** 62)))
         dim = sizes.size * sum(levels)
         if dim > 5 * 10**7:
             raise ReleaseError(_field("cell_sizes"), f"{sizes.shape[0]} x {sizes.shape[1]} cells "
@@ -250,16 +254,16 @@ class LongData:
 
 
 def _domain(values: np.ndarray, declared, what: str, path) -> tuple[list[str], np.ndarray]:
-    vals = values.astype(str)
+    # Python strings, not NumPy's fixed-width unicode (n x the longest cell x 4 bytes)
+    vals = [str(v) for v in values.tolist()]
     if declared is None:
-        names = sorted(set(vals.tolist()), key=_natural_key)
+        names = sorted(set(vals), key=_natural_key)
     else:
         names = [str(v) for v in declared]
         if len(set(names)) != len(names):
             raise DataError(f"{what}: the declared values contain duplicates")
     index = {v: i for i, v in enumerate(names)}
-    codes = np.fromiter((index.get(v, -1) for v in vals.tolist()), dtype=np.int64,
-                        count=vals.size)
+    codes = np.fromiter((index.get(v, -1) for v in vals), dtype=np.int64, count=len(vals))
     if np.any(codes < 0):
         row = int(np.flatnonzero(codes < 0)[0])
         raise DataError(f"{path}: column {what!r}, row {row + 1}: value {vals[row]!r} is not "
@@ -305,29 +309,21 @@ def load_long_csv(path: str | Path, features: Sequence[str], *, region: str = "r
         Missing file or column, empty values, a value outside a declared domain, fewer than two
         levels in a feature, no rows. Messages name the column and the 1-based data row.
     """
-    import pandas as pd
+    from privpost.io import _listing, read_table
 
     path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such file")
     features = [str(f) for f in features]
     if not features:
         raise DataError("features: give at least one feature column")
     cols = [region, time, *features]
     if len(set(cols)) != len(cols):
         raise DataError(f"columns must be distinct, got {cols}")
-    try:
-        if path.suffix.lower() in (".parquet", ".pq"):
-            frame = pd.read_parquet(path, columns=None)
-        else:
-            frame = pd.read_csv(path, skipinitialspace=True, dtype=str, keep_default_na=False,
-                                na_values=[""], nrows=max_rows + 1)
-    except Exception as exc:  # noqa: BLE001 - pandas raises many types for unreadable files
-        raise DataError(f"{path}: cannot read the file ({exc})") from None
+    # the shared reader: column / cell-length limits, blank lines kept as empty records
+    frame = read_table(path, cols, max_rows=max_rows, keep_default_na=False, na_values=[""])
     missing = [c for c in cols if c not in frame.columns]
     if missing:
         raise DataError(f"{path}: missing column(s) {', '.join(map(repr, missing))}; the file has "
-                        f"{', '.join(map(repr, map(str, frame.columns)))}; name them with "
+                        f"{_listing([str(c) for c in frame.columns])}; name them with "
                         "--region, --time and --feature")
     if len(frame) == 0:
         raise DataError(f"{path}: the file has no data rows")

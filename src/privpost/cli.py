@@ -42,17 +42,25 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version_cal
 
 
 def _fail(message: str, code: int = 1):
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """One line on stderr (not wrapped, length-bounded, the text printed as is) and exit."""
+    from privpost.errors import bounded
+
+    err.print(f"[bold red]error:[/] {escape(bounded(message))}", highlight=False,
+              soft_wrap=True)
     raise typer.Exit(code)
 
 
 def handles_errors(func):
-    """Turn privpost's user errors into one line on stderr and exit code 1."""
+    """Turn privpost's user errors into one line on stderr and exit code 1; print the Python
+    warnings raised on the way once, formatted (:mod:`privpost._cli_warnings`)."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
+        from privpost._cli_warnings import collected
+
         try:
-            return func(*args, **kwargs)
+            with collected(err):     # warnings printed once at the end, without source paths
+                return func(*args, **kwargs)
         except PrivpostError as exc:
             _fail(str(exc))
         except KeyboardInterrupt:
@@ -263,12 +271,16 @@ def _check_overwrite(path: Optional[Path], force: bool, option: str = "-o") -> N
 @app.command("declare", cls=_DeclareCommand)
 @handles_errors
 def declare_cmd(
-    value: list[str] = typer.Option(..., help="Published noisy value(s), in the order of the "
-                                    "query's coordinates: --value 412.7, or --value 118,124,130."),
-    n: int = typer.Option(..., "--n", help="Public number of records."),
-    query: str = typer.Option(..., help="count (a sum of 0/1 records), sum, mean, histogram, "
-                              "truncated_sum, regression_stats, covariate_moments, "
-                              "naive_bayes_counts."),
+    value: Optional[list[str]] = typer.Option(None, help="Published noisy value(s), in the "
+                                              "order of the query's coordinates: --value 412.7, "
+                                              "or --value 118,124,130."),
+    n: Optional[int] = typer.Option(None, "--n", help="Public number of records."),
+    query: Optional[str] = typer.Option(None, help="count (a sum of 0/1 records), sum, mean, "
+                                        "histogram, truncated_sum, regression_stats, "
+                                        "covariate_moments, naive_bayes_counts."),
+    census: Optional[Path] = typer.Option(None, help="A census-style noisy measurement file "
+                                          "(JSON layout, or CSV with --n; docs/interop.md) "
+                                          "instead of --value/--query."),
     output: Path = typer.Option(..., "--output", "-o", help="Where to write the release JSON."),
     bounds: Optional[list[str]] = typer.Option(None, help="Clamping bounds 'LOW,HIGH', or per "
                                                "column 'NAME=LOW,HIGH' (repeatable)."),
@@ -286,7 +298,8 @@ def declare_cmd(
                                             "(when the scale is not published)."),
     delta: Optional[float] = typer.Option(None, help="Privacy target delta (Gaussian)."),
     rho: Optional[float] = typer.Option(None, help="zCDP target rho (Gaussian family)."),
-    neighbours: str = typer.Option("replace", help="replace (bounded DP) or add-remove."),
+    neighbours: Optional[str] = typer.Option(None, help="replace (bounded DP, the default) or "
+                                             "add-remove (a census file's own, or add-remove)."),
     source: str = typer.Option("", help="Where the numbers come from (stored in the release)."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the release document as JSON."),
@@ -302,6 +315,14 @@ def declare_cmd(
     from privpost.queries import query_from_dict
 
     _check_overwrite(output, force)
+    if census is not None:
+        return _declare_census(census, n, neighbours, output, as_json,
+                               given=[f for f, v in (("--value", value), ("--query", query))
+                                      if v is not None])
+    for flag, v in (("--value", value), ("--n", n), ("--query", query)):
+        if v is None:
+            raise PrivpostError(f"{flag} is missing (or give --census FILE)")
+    neighbours = neighbours or "replace"
     values = []
     for item in value:
         for tok in item.split(","):
@@ -337,6 +358,30 @@ def declare_cmd(
               f"{_privacy_text(rel.privacy)}", highlight=False)
     for note in notes:
         out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
+
+
+def _declare_census(path: Path, n, neighbours: str, output: Path, as_json: bool, given) -> None:
+    """``declare --census``: the noisy measurement file's release(s) written as one document."""
+    from privpost.census import read_census
+
+    if given:
+        raise PrivpostError(f"{given[0]} cannot be combined with --census (the file states the "
+                            "values and the tables)")
+    csv = path.suffix.lower() == ".csv"
+    if not csv and (n is not None or neighbours is not None):
+        raise PrivpostError(f"{'--n' if n is not None else '--neighbours'}: a JSON census file "
+                            "states it itself; drop the flag")
+    rel = read_census(path, n=n if csv else None, neighbours=neighbours or "add-remove")
+    rel.save(output)
+    if as_json:
+        _emit_json({"output": str(output), **rel.to_dict()})
+        return
+    rels = getattr(rel, "releases", [rel])
+    out.print(f"wrote [bold]{output}[/]: {len(rels)} census table"
+              f"{'s' if len(rels) > 1 else ''} of {rels[0].n} persons "
+              f"({', '.join(f'{r.dim} cells' for r in rels)}), discrete Gaussian noise; "
+              f"{_privacy_text(rel.privacy if len(rels) == 1 else rel.total_privacy())}",
+              highlight=False)
 
 
 # ---------------------------------------------------------------------------- inspect
@@ -434,6 +479,10 @@ def _load_release_or_set(path: Path):
     raw = _parse_json(_read_text(path))
     if isinstance(raw, dict) and raw.get("schema") == SET_SCHEMA:
         return ReleaseSet.from_dict(raw)
+    if isinstance(raw, dict) and raw.get("schema") == "privpost.census-nmf/1":
+        from privpost.census import census_from_dict   # noisy measurements (docs/interop.md)
+
+        return census_from_dict(raw)
     if isinstance(raw, dict) and raw.get("schema") == "privpost.penalty-release/1":
         from privpost.inference.penalty import PenaltyRelease   # a penalty-MCMC transcript
 
@@ -539,7 +588,9 @@ def _print_summary(post, level: float = 0.9) -> None:
         out.print(t)
     finally:
         out.width = width
-    for note in post.notes:
+    from privpost.names import named_text
+
+    for note in (named_text(n, post.axes) for n in post.notes):
         if note.startswith(("NOT CONVERGED", "MODEL MISFIT")):
             out.print(f"[bold white on red]WARNING:[/] [bold red]{escape(note)}[/]", highlight=False)
         else:
@@ -614,6 +665,14 @@ def infer_cmd(
     strict: bool = typer.Option(False, "--strict", help="Exit with status 3 when an MCMC run "
                                 "misses split R-hat <= 1.01 or bulk/tail ESS >= 400."),
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
+    query_prob: Optional[list[str]] = typer.Option(
+        None, "--query-prob", help="MRF models: print the posterior of a probability, e.g. "
+        "--query-prob 'cough|smoke' (P(cough=j | smoke=i) for every i, j), 'cough=1|smoke=1,"
+        "age', or 'cough' (a marginal); repeatable. Variables are the release's columns. "
+        "Default: every variable's marginal."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of the posterior: mean and "
+                                        "interval of every parameter entry (and of every "
+                                        "--query-prob answer), by name."),
 ):
     """Posterior of a model's parameters given a release."""
     import warnings
@@ -626,10 +685,15 @@ def infer_cmd(
     _check_overwrite(output, force)
     _check_overwrite(predictive_plot, force, "--predictive-plot")
     if "," in method:       # several methods: the comparison table (None: each method's own)
+        if query_prob or plot is not None:
+            raise PrivpostError("--query-prob and --plot apply to one method (for several, "
+                                "use privpost compare --plot)")
         return _run_compare(path, model, method, draws, warmup, chains, seed, level, progress,
                             option, as_json, None)
+    _check_overwrite(plot, force, "--plot")
     rel = _load_release_or_set(path)
     mdl, inferred = _model_for(model, rel, quiet=as_json)
+    _check_query_prob(query_prob, mdl, rel)
     options = dict(seed=seed, progress=progress and not as_json)
     for key, value in (("draws", draws), ("warmup", warmup), ("chains", chains)):
         if value is not None:         # else the method's own default
@@ -650,35 +714,119 @@ def infer_cmd(
             check.plot(predictive_plot)
     if output is not None:
         post.to_netcdf(output)
+    answers = _answers(post, query_prob, level)
+    if plot is not None:
+        _plot_posterior(post, answers, plot, level)
     if as_json:
         from privpost.inference._count_latent import latent_of
+        from privpost.names import named_text
 
         latent, table = latent_of(post)
         _emit_json({"method": post.method, "exact": post.exact, "converged": post.converged,
                     "latent": latent, "latent_table": table,
-                    "notes": post.notes, "release_privacy": _privacy_statement(rel),
+                    "notes": [named_text(n, post.axes) for n in post.notes],
+                    "release_privacy": _privacy_statement(rel),
                     "inferred_from_release": inferred,
                     "output": str(output) if output else None,
                     "summary": post.summary_rows(level=level),
-                    "predictive": check.to_dict() if check is not None else None})
+                    "predictive": check.to_dict() if check is not None else None,
+                    **answers})
     else:
         _print_summary(post, level)
+        _print_answers(answers, level)
         if getattr(rel, "not_covered", ()):
             p = rel.total_privacy() if hasattr(rel, "total_privacy") else rel.privacy
             out.print(f"release privacy: {_privacy_text(p)}", highlight=False)
             _print_not_covered(rel)
         if check is not None:
             _print_predictive(check)
-        for path_written in (output, predictive_plot):
+        for path_written in (output, predictive_plot, plot):
             if path_written is not None:
                 out.print(f"wrote [bold]{path_written}[/]")
     # no file left open (to_netcdf has closed the netCDF file it wrote): may exit quickly
-    if predictive_plot is None:
+    if predictive_plot is None and plot is None:
         from privpost._exit import allow
 
         allow()
     if strict and post.converged is False:
         raise typer.Exit(code=3)
+
+
+def _check_query_prob(queries, mdl, rel) -> None:
+    """Refuse a --query-prob before any sampling: only for mrf models, with known variables."""
+    if not queries:
+        return
+    if getattr(mdl, "name", None) != "mrf":
+        raise PrivpostError("--query-prob applies to an mrf model (marginal-tables releases)")
+    from privpost.answers import parse_query
+    from privpost.names import release_query
+
+    cols = release_query(rel.to_dict()).get("columns") or [f"x{v}" for v in
+                                                           range(len(mdl.levels))]
+    for q in queries:
+        parse_query(q, [str(c) for c in cols], list(mdl.levels))
+
+
+def _answers(post, queries, level: float) -> dict:
+    """The quantities asked for (--query-prob) and the HMM state probabilities, for printing
+    and --json: ``{"probabilities": {query: {label: {mean, lo, hi}}}, "state_probabilities":
+    {cell: {state: p}}}`` (keys present only when they apply)."""
+    from privpost import answers as ans
+
+    out: dict = {}
+    if not queries and isinstance(post.model, dict) and post.model.get("type") == "mrf":
+        # no question asked: every variable's marginal (when the joint space is enumerable)
+        from privpost.models.mrf import CliqueMRF
+        from privpost.names import release_query
+
+        levels = post.model.get("levels") or []
+        if math.prod(levels) <= CliqueMRF.ENUMERATE_MAX:
+            queries = [str(c) for c in (release_query(post.release).get("columns") or [])]
+    if queries:
+        out["probabilities"] = {q: ans.mrf_probabilities(post, q, level) for q in queries}
+    if "z" in post.sample_stats and "pi" in post.draws:
+        out["state_probabilities"] = ans.hmm_state_table(post)
+    return out
+
+
+def _print_answers(answers: dict, level: float) -> None:
+    for q, rows in answers.get("probabilities", {}).items():
+        t = Table(title=f"{q}: posterior mean and {100 * level:g}% interval", box=None,
+                  pad_edge=False, padding=(0, 1), header_style="bold")
+        for col, just in (("probability", "left"), ("mean", "right"), ("lo", "right"),
+                          ("hi", "right")):
+            t.add_column(col, justify=just)
+        for label, r in rows.items():
+            t.add_row(escape(label), *[f"{r[c]:.4f}" for c in ("mean", "lo", "hi")])
+        out.print(t)
+    states = answers.get("state_probabilities")
+    if states:
+        t = Table(title="hidden state probabilities by region and time (posterior, from the "
+                  "sampled paths)", box=None, pad_edge=False, padding=(0, 1),
+                  header_style="bold")
+        t.add_column("cell")
+        first = next(iter(states.values()))
+        for col in first:
+            t.add_column(col, justify="right")
+        for cell, probs in list(states.items())[:50]:
+            t.add_row(escape(cell), *[f"{v:.3f}" for v in probs.values()])
+        if len(states) > 50:
+            t.add_row(f"... ({len(states) - 50} more: --json lists them all)")
+        out.print(t)
+
+
+def _plot_posterior(post, answers: dict, path: Path, level: float) -> None:
+    """--plot: every parameter's entries (named) and every --query-prob answer."""
+    from privpost.answers import interval_plot
+
+    lo, hi = f"q{100 * (1 - level) / 2:g}", f"q{100 * (1 + level) / 2:g}"
+    groups: dict = {}
+    for label, row in post.summary_rows(level=level).items():
+        groups.setdefault(label.partition("[")[0], {})[label] = {
+            "mean": row["mean"], "lo": row[lo], "hi": row[hi]}
+    groups = {**answers.get("probabilities", {}), **groups}
+    interval_plot(groups, path, level=level,
+                  title=f"privpost posterior ({post.method}{'' if post.exact else ', approximate'})")
 
 
 def _print_predictive(check) -> None:
@@ -848,9 +996,9 @@ def penalty_cmd(
     records = read_records(data, list(column))
     owners = None
     if owner_column is not None:
-        import pandas as pd
-        frame = pd.read_parquet(data) if data.suffix.lower() in (".parquet", ".pq") else \
-            pd.read_csv(data, skipinitialspace=True)
+        from privpost.io import read_table
+
+        frame = read_table(data, [owner_column])     # the same limits as read_records
         if owner_column not in frame.columns:
             raise PrivpostError(f"--owner-column: {data} has no column {owner_column!r}")
         owners = frame[owner_column].astype(str).to_numpy()

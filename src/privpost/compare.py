@@ -102,12 +102,16 @@ class Comparison:
 
 
 def _entries(post) -> list[tuple[str, str, int]]:
+    """``(label, parameter, flat index)`` of every entry; labels name the axes the release
+    names (:attr:`privpost.posterior.Posterior.axes`), like the summary's."""
+    from privpost.names import entry_label
+
     out = []
     for name in post.param_names:
         shape = post.draws[name].shape[2:]
         for j in range(int(np.prod(shape)) if shape else 1):
-            idx = np.unravel_index(j, shape) if shape else ()
-            out.append((name + (f"[{', '.join(map(str, idx))}]" if shape else ""), name, j))
+            idx = tuple(int(i) for i in np.unravel_index(j, shape)) if shape else ()
+            out.append((entry_label(name, idx, (post.axes or {}).get(name)), name, j))
     return out
 
 
@@ -144,6 +148,8 @@ def compare(model, release, methods: Sequence[str] | None = None, *, level: floa
     if not methods and getattr(getattr(release, "mechanism", None), "name",
                                None) == "randomized_response":
         names = ["randomized-response", "naive"]   # naive: the reports taken as true categories
+    if not methods and type(release).__name__ == "PenaltyRelease":
+        names = ["penalty-mcmc"]                    # a transcript: the only method that reads it
     unknown = [m for m in names if m not in METHODS]
     if unknown:
         raise PrivpostError(f"unknown method(s) {', '.join(map(repr, unknown))}; type a "

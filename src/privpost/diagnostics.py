@@ -228,7 +228,8 @@ def summarise(draws: dict, names=None, cheap: bool = False) -> dict[str, dict[st
     for name in names or draws:
         arr = np.asarray(draws[name], dtype=np.float64)
         shape = arr.shape[2:]
-        stack = np.moveaxis(arr.reshape(arr.shape[0], arr.shape[1], -1), 2, 0)
+        # the entry count from the shape, not -1: a posterior with no draws has size 0
+        stack = np.moveaxis(arr.reshape(arr.shape[0], arr.shape[1], int(np.prod(shape))), 2, 0)
         table = diagnose_many(stack, cheap=cheap)
         for j in range(stack.shape[0]):
             idx = np.unravel_index(j, shape) if shape else ()

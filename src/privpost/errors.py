@@ -8,8 +8,29 @@ catch it and print one clear line instead of a traceback.
 from __future__ import annotations
 
 
+#: the longest message (characters) a :class:`PrivpostError` carries; see :func:`bounded`
+MAX_MESSAGE = 2000
+
+
+def bounded(text, limit: int = MAX_MESSAGE) -> str:
+    """``text`` (any object, as ``str``) cut to about ``limit`` characters: the head and the
+    tail are kept and the middle is replaced by ``... [N characters omitted] ...``, so an error
+    never echoes megabytes of hostile input (a 10^6-character cell or column name, a document's
+    unknown key). Used by :class:`PrivpostError` for every message and by the CLI's error
+    printer."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    head = (2 * limit) // 3
+    tail = limit - head
+    return f"{text[:head]} ... [{len(text) - limit} characters omitted] ... {text[-tail:]}"
+
+
 class PrivpostError(ValueError):
-    """Base class of every user-facing privpost error."""
+    """Base class of every user-facing privpost error. Its message is :func:`bounded`."""
+
+    def __init__(self, *args):
+        super().__init__(*(bounded(a) if isinstance(a, str) else a for a in args))
 
 
 class ReleaseError(PrivpostError):
@@ -19,9 +40,9 @@ class ReleaseError(PrivpostError):
     """
 
     def __init__(self, field: str, problem: str):
-        self.field = field
-        self.problem = problem
-        super().__init__(f"{field}: {problem}")
+        self.field = bounded(field, 200)
+        self.problem = bounded(problem)
+        super().__init__(f"{self.field}: {self.problem}")
 
 
 class IncompatibleError(PrivpostError):

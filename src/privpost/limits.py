@@ -20,6 +20,8 @@ limit                    default             what it bounds
 ``max_document_bytes``   256 MiB             size of a release / release-set JSON file
 ``max_releases``         10,000              releases in one release set
 ``max_metadata_depth``   32                  nesting depth of a document's ``metadata``
+``max_columns``          10,000              columns of a CSV file of records (its header)
+``max_cell_chars``       1,000               characters of one CSV cell or column name
 ``parameter_range``      (1e-150, 1e150)     every privacy parameter (ε, δ excepted, ρ), noise
                                              scale and sensitivity, given or derived: keeps the
                                              exact rational rounding of :mod:`privpost.mechanisms`
@@ -59,6 +61,8 @@ class Limits:
     max_document_bytes: int = 256 * 1024 * 1024
     max_releases: int = 10_000
     max_metadata_depth: int = 32
+    max_columns: int = 10_000
+    max_cell_chars: int = 1_000
     parameter_range: tuple[float, float] = (1e-150, 1e150)
 
 

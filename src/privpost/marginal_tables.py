@@ -121,6 +121,10 @@ class MarginalTables(Query):
         lv = tuple(_pos_int(k, "levels", minimum=2) for k in levels)
         if not lv:
             raise ReleaseError(_field("levels"), "needs at least one variable")
+        big = [k for k in lv if k > MAX_CELLS]      # (also a variable in no clique: int64 below)
+        if big:
+            raise ReleaseError(_field("levels"), f"{big[0]} levels is more than the {MAX_CELLS:,} "
+                               "cells a table may have")
         self.levels = lv
         T = len(lv)
         self.columns = _columns(columns, tuple(f"x{v}" for v in range(T)))

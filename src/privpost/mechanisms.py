@@ -239,6 +239,12 @@ def _bw_terms(epsilon: float, sigma: float, sensitivity: float) -> tuple[float, 
     a = sensitivity / (2.0 * sigma)
     b = epsilon * sigma / sensitivity
     x = epsilon + float(special.log_ndtr(-a - b))
+    if not x < 700.0:
+        # exactly, e^ε Φ(−a−b) <= Φ(a−b) <= 1 (x <= 0); x this large is cancellation between
+        # ε and log Φ of a tiny tail (e.g. a sensitivity of 2^64 against a scale of 1)
+        raise PrivpostError(f"the Gaussian mechanism's δ(ε) cannot be evaluated in double "
+                            f"precision at epsilon={epsilon:g}, noise scale {sigma:g} and "
+                            f"sensitivity {sensitivity:g} (sensitivity/scale far too large)")
     return float(special.ndtr(a - b)), math.exp(x), abs(x)
 
 

@@ -46,6 +46,13 @@ class Posterior:
         Statements the user must see: approximations made, projections applied, interruptions.
     exact : bool
         True when the method targets the exact private posterior (up to Monte Carlo error).
+    axes : dict or None
+        Public names of parameter axes, ``{name: [(dim, values, keyed), ...]}`` (one entry per
+        axis; :func:`privpost.names.axis_names`). Default: derived from ``model`` and
+        ``release`` (histogram levels, regression columns, HMM region/time codes and level
+        names, MRF variables). Used by :meth:`summary_rows` labels, :meth:`groups` dimensions
+        and coordinates (so the ArviZ export and the netCDF file), :meth:`plot` legends and
+        ``privpost infer --plot``.
     converged : bool or None
         Set by the MCMC samplers at the end of a run: True when every scalar parameter entry has
         split R-hat <= 1.01 and bulk and tail ESS >= 400 (:func:`privpost.diagnostics.check`),
@@ -64,6 +71,7 @@ class Posterior:
     exact: bool = True
     chain_stats: dict[str, np.ndarray] = field(default_factory=dict)
     converged: bool | None = None
+    axes: dict | None = None
 
     def __post_init__(self) -> None:
         if not self.draws:
@@ -78,6 +86,12 @@ class Posterior:
         self.sample_stats = {k: _as_draws(k, v, shape) for k, v in self.sample_stats.items()}
         self.chain_stats = {k: np.asarray(v) for k, v in self.chain_stats.items()}
         self.notes = list(self.notes)
+        if self.axes is None:
+            from privpost.names import axis_names
+
+            shapes = {k: v.shape[2:] for k, v in self.sample_stats.items()}
+            shapes.update({k: v.shape[2:] for k, v in self.draws.items()})
+            self.axes = axis_names(self.model, self.release, shapes)
 
     # ------------------------------------------------------------------ basic facts
     @property
@@ -100,7 +114,7 @@ class Posterior:
     def flat(self, name: str) -> np.ndarray:
         """Draws of ``name`` pooled over chains: shape ``(chains * draws, *param_shape)``."""
         arr = self.draws[name]
-        return arr.reshape((-1,) + arr.shape[2:])
+        return arr.reshape((arr.shape[0] * arr.shape[1],) + arr.shape[2:])
 
     def mean(self, name: str) -> np.ndarray:
         """Posterior mean of ``name``, shape ``param_shape``."""
@@ -130,7 +144,9 @@ class Posterior:
         "NAME_dim_0", ...)``), ``sample_stats`` and ``chain_stats`` (dims ``("chain",
         "NAME_dim_0", ...)``) when not empty, and ``posterior_predictive`` / ``observed_data``
         after :meth:`predictive`. Every dimension has an integer coordinate ``0..size-1`` (as
-        ``arviz_base.from_dict`` gives) except ``coordinate``, which holds the release's labels.
+        ``arviz_base.from_dict`` gives) except ``coordinate``, which holds the release's labels,
+        and the named axes of :attr:`axes` (e.g. ``p`` over ``region = north, south, east``; an
+        axis whose dimension name another variable uses with other values keeps the default).
         The method, exactness flag, notes, convergence flag and the model and release
         descriptions are attributes of ``posterior`` (JSON strings and integers, so they
         survive netCDF). :meth:`to_datatree` and :meth:`to_netcdf` both write this layout.
@@ -139,8 +155,18 @@ class Posterior:
             out: dict = {"vars": {}, "coords": {}, "attrs": attrs}
             for name, arr in arrays.items():
                 arr = np.asarray(arr)
-                dims = lead + tuple(f"{name}_dim_{i}" for i in range(arr.ndim - len(lead)))
-                out["vars"][name] = (dims, arr)
+                named = (self.axes or {}).get(name) or [None] * (arr.ndim - len(lead))
+                dims = list(lead)
+                for i, ax in enumerate(named):
+                    values = None if ax is None else np.asarray([str(v) for v in ax[1]])
+                    have = None if ax is None else out["coords"].get(ax[0])
+                    if ax is None or ax[0] in dims or (
+                            have is not None and not np.array_equal(have, values)):
+                        dims.append(f"{name}_dim_{i}")
+                    else:
+                        dims.append(ax[0])
+                        out["coords"][ax[0]] = values
+                out["vars"][name] = (tuple(dims), arr)
                 for d, size in zip(dims, arr.shape):
                     out["coords"].setdefault(d, np.arange(size))
             return out
@@ -214,26 +240,33 @@ class Posterior:
 
         diag = diagnostics.summarise(self.draws, var_names)
         lo_q, hi_q = (1 - level) / 2, (1 + level) / 2
+        from privpost.names import entry_label
+
         rows, labels = [], []
         for name in var_names or self.draws:
-            flat = self.flat(name).reshape(self.n_chains * self.n_draws, -1)
             shape = self.draws[name].shape[2:]
+            # the entry count from the shape (not -1): a run stopped before any draw has size 0
+            flat = self.flat(name).reshape(self.n_chains * self.n_draws, int(np.prod(shape)))
             for j in range(flat.shape[1]):
-                idx = np.unravel_index(j, shape) if shape else ()
+                idx = tuple(int(i) for i in np.unravel_index(j, shape)) if shape else ()
                 label = name + (f"[{', '.join(map(str, idx))}]" if shape else "")
                 col = flat[:, j]
-                rows.append({"mean": col.mean(),
-                             "sd": col.std(ddof=1) if col.size > 1 else np.nan,
-                             f"q{100 * lo_q:g}": np.quantile(col, lo_q),
-                             "q50": np.quantile(col, 0.5),
-                             f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
+                if col.size == 0:       # no draws: every statistic is undefined (NaN)
+                    rows.append({"mean": np.nan, "sd": np.nan, f"q{100 * lo_q:g}": np.nan,
+                                 "q50": np.nan, f"q{100 * hi_q:g}": np.nan})
+                else:
+                    rows.append({"mean": col.mean(),
+                                 "sd": col.std(ddof=1) if col.size > 1 else np.nan,
+                                 f"q{100 * lo_q:g}": np.quantile(col, lo_q),
+                                 "q50": np.quantile(col, 0.5),
+                                 f"q{100 * hi_q:g}": np.quantile(col, hi_q)})
                 rows[-1].update(diag[label])
-                labels.append(label)
+                labels.append(entry_label(name, idx, (self.axes or {}).get(name)))
         return {lab: {k: float(v) for k, v in row.items()} for lab, row in zip(labels, rows)}
 
     def plot(self, path: str | None = None, var_names: list[str] | None = None):
         """Trace and density plots of every parameter (``arviz_plots.plot_trace_dist``,
-        matplotlib backend).
+        matplotlib backend), with a legend of the entries by their names (:attr:`axes`).
 
         Saves a PNG to ``path`` when given; returns the matplotlib figure.
         """
@@ -246,6 +279,13 @@ class Posterior:
 
         pc = azp.plot_trace_dist(self.to_datatree(), var_names=var_names, compact=True,
                                  backend="matplotlib")
+        color_dims = [d for d in pc.aes["color"].dims if d != "chain"] if "color" in pc.aes_set \
+            else []
+        if color_dims:       # a legend of the entries by name (e.g. region: north, south, ...)
+            try:
+                pc.add_legend(color_dims + ["__variable__"])
+            except ValueError:   # arviz-plots mapped the colours otherwise: no legend, same plot
+                pass
         fig = pc.viz["figure"].item()
         fig.suptitle(f"privpost posterior ({self.method})")
         if path is not None:

@@ -118,6 +118,10 @@ class Release:
         query_n = getattr(self.query, "n", None)
         if query_n is not None and int(query_n) != self.n:
             raise ReleaseError("n", f"{self.n} differs from the query's public n = {query_n}")
+        cells_n = getattr(self.query, "n_total", None)      # CellCounts: public cell sizes
+        if cells_n is not None and int(cells_n) != self.n:
+            raise ReleaseError("n", f"{self.n} differs from the sum of the query's public cell "
+                               f"sizes, {cells_n}")
 
     def _check_calibration(self) -> None:
         """The stated guarantee must follow from the query and the mechanism.

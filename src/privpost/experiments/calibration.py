@@ -723,8 +723,24 @@ def _run_serial(tasks, on_done):
         on_done(task, run_replicate(task))
 
 
+def _replicate_and_warnings(task: _Task):
+    """:func:`run_replicate` in a worker process, with the warnings it raised as
+    ``[(category, message)]``: the parent raises them again, so a command prints them once,
+    formatted (:mod:`privpost._cli_warnings`), instead of each worker printing them with source
+    paths (or, in a forked worker, recording them into a list nobody reads)."""
+    import warnings
+
+    from privpost.errors import ConvergenceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        table = run_replicate(task)
+    return table, [(w.category, str(w.message)) for w in caught]
+
+
 def _run_pool(tasks, workers: int, on_done):
     import multiprocessing as mp
+    import warnings
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     methods = mp.get_all_start_methods()
@@ -732,12 +748,15 @@ def _run_pool(tasks, workers: int, on_done):
     ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
     futures = {}
     try:
-        futures = {ex.submit(run_replicate, t): t for t in tasks}
+        futures = {ex.submit(_replicate_and_warnings, t): t for t in tasks}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
-                on_done(futures[f], f.result())   # re-raises a worker's exception
+                table, warned = f.result()        # re-raises a worker's exception
+                for category, message in warned:
+                    warnings.warn(message, category, stacklevel=1)
+                on_done(futures[f], table)
     except BaseException:
         for f in futures:
             f.cancel()

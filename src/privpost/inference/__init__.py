@@ -22,6 +22,8 @@ METHODS: dict[str, str] = {
     # CliqueMRF on MarginalTables (seed 003 ch. 3); "naive" dispatches there for an MRF too
     "cgm-em": "privpost.inference.mrf_methods:run_cgm_em",
     "mrf-laplace": "privpost.inference.mrf_methods:run_laplace",
+    # a published penalty-MCMC transcript (seed 001): its states are the draws
+    "penalty-mcmc": "privpost.inference.penalty:run",
 }
 
 # seed 002 (compositional data, DPss release sets): see privpost.inference.compositional
@@ -66,6 +68,41 @@ def reject_release_set(method: str, release) -> None:
             "a RegressionStats and a CovariateMoments release of the same records), and seed "
             "002's methods (dpboots, dpmcmc, dpremcmc, dpabc, dpapprox) read a DPss set. Pass "
             "one of the set's releases, e.g. release_set.releases[0]")
+
+
+def check_options(method: str, run: Callable[..., Any], options: dict) -> None:
+    """Refuse an option ``run`` (a method's entry point) does not take, before it runs:
+    :class:`IncompatibleError` naming the option, the closest valid name and every valid one
+    (instead of Python's ``TypeError: run() got an unexpected keyword argument``).
+
+    The valid names are the keyword parameters of ``run``'s signature (``model`` and
+    ``release`` excepted). A ``run`` with ``**options`` passes them on: to the function named by
+    its ``forwards_options_to`` attribute (``"module:function"``, whose names are added), or, if
+    it has none, to its own check (``_gibbs_common.reject_unknown``), so nothing is refused here.
+    """
+    import difflib
+    import inspect
+
+    valid: set[str] = set()
+    target: Any = run
+    while target is not None:
+        params = inspect.signature(target).parameters.values()
+        valid |= {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+        forward = getattr(target, "forwards_options_to", None)
+        if forward is None:
+            return          # the method checks what reaches its **options itself
+        module, func = forward.split(":")
+        target = getattr(importlib.import_module(module), func)
+    valid -= {"model", "release"}
+    unknown = sorted(set(options) - valid, key=str)
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(str(key), sorted(valid), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise IncompatibleError(f"method {method!r} has no option {key!r}{hint}; its options: "
+                                f"{', '.join(sorted(valid))}")
 
 
 def infer(model, release, method: str = "damcmc", **options):
@@ -156,12 +193,19 @@ def _model_notes(model, release, post, check=True):
 def _infer(model, release, method, options):
     from privpost.limits import check_inference
 
+    if (type(release).__name__ == "PenaltyRelease") != (method == "penalty-mcmc"):
+        if method == "penalty-mcmc":
+            get_method(method)(model, release)          # its own error: not a transcript
+        raise IncompatibleError(f"a penalty-MCMC transcript is read by method 'penalty-mcmc' "
+                                f"only (its draws are the chain's states), not {method!r}")
     if getattr(model, "name", None) == "hmm":   # HMM over cells (seed 004 §4-5): own samplers
         from privpost.inference.hmm import run_method
 
         reject_release_set(method, release)
+        check_options(method, run_method, options)
         return run_method(method, model, release, **options)
     run = get_method(method)
+    check_options(method, run, options)     # an unknown option: one clear error, no TypeError
     if method in ("damcmc", "gibbs-ss") and getattr(
             getattr(release, "mechanism", None), "name", None) == "randomized_response":
         raise IncompatibleError(f"method {method!r} cannot read randomized-response reports; "

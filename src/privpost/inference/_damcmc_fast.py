@@ -66,7 +66,10 @@ SIG_FROM_INNOVATIONS = types.void(_F1, _F2, _F2)
 SIG_TO_FREE = types.void(_F1, _F1)
 SIG_FROM_FREE = types.void(_F1, _F1, _F1)
 SIG_LOG_TARGET = types.float64(_F1)
-_IW_SIGS = (SIG_INNOVATIONS, SIG_FROM_INNOVATIONS, SIG_TO_FREE, SIG_FROM_FREE, SIG_LOG_TARGET)
+#: ``log_density(theta, u) -> float``
+SIG_LOG_DENSITY = types.float64(_F1, _F2)
+_IW_SIGS = (SIG_INNOVATIONS, SIG_FROM_INNOVATIONS, SIG_TO_FREE, SIG_FROM_FREE, SIG_LOG_TARGET,
+            SIG_LOG_DENSITY)
 
 
 def as_function(fn, sig):
@@ -133,6 +136,12 @@ class CompiledInterweave(NamedTuple):
         ``log_target(theta) -> float``: ``log_prior(theta) + log |d theta / d v|`` up to an
         additive constant that does not depend on the moved parameters; ``-inf`` outside the
         support.
+    log_density : dispatcher or None
+        ``log_density(theta, u) -> float``: ``log p(u | theta)`` up to an additive constant free
+        of theta, for a *partially* non-centred parametrisation (the law of ``u`` depends on
+        theta; the model's Python ``innovations_log_density``), added to the move's acceptance
+        ratio; ``-inf`` outside the support. ``None`` (default): the law of ``u`` is free of
+        theta (fully non-centred), the term is 0.
     """
 
     dim: int
@@ -142,6 +151,7 @@ class CompiledInterweave(NamedTuple):
     to_free: Callable[..., Any]
     from_free: Callable[..., Any]
     log_target: Callable[..., Any]
+    log_density: Callable[..., Any] | None = None
 
 
 # ============================================================================================
@@ -351,15 +361,22 @@ def _iw_adapt(v, alpha, iw_f, iw_i, mean, m2, chol):
 
 
 @njit(cache=True, nogil=True)
-def _interweave(innovations, from_innovations, to_free, from_free, log_target, contrib, n_steps,
-                adapting, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp, Tp,
-                v, vp, thp, z, iw_f, iw_i, mean, m2, chol):
+def _zero_log_density(theta, u):
+    """``log_density`` of a fully non-centred parametrisation (the law of ``u`` is free of
+    theta)."""
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
+def _interweave(innovations, from_innovations, to_free, from_free, log_target, log_density,
+                contrib, n_steps, adapting, use_l2, theta, records, t_cur, T, s_obs, weight, rng,
+                u, xp, tp, Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol):
     """``n_steps`` non-centred MH steps (damcmc.Sampler._interweave, compiled)."""
     n, d = t_cur.shape
     dim = v.shape[0]
     innovations(theta, records, u, rng)
     to_free(theta, v)
-    lp = log_target(theta)
+    lp = log_target(theta) + log_density(theta, u)
     lg = _log_g(T, s_obs, weight, use_l2)
     moved = False
     for _ in range(n_steps):
@@ -374,6 +391,8 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, c
             vp[a] = v[a] + s * acc
         from_free(theta, vp, thp)
         lpp = log_target(thp)
+        if lpp > -np.inf:
+            lpp += log_density(thp, u)
         alpha = 0.0
         if lpp > -np.inf:
             from_innovations(thp, u, xp)
@@ -411,7 +430,7 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, c
 
 def _drive_sig(with_iw: bool):
     ft = types.FunctionType
-    iw = [ft(sig) for sig in _IW_SIGS] if with_iw else [types.none] * 5
+    iw = [ft(sig) for sig in _IW_SIGS] if with_iw else [types.none] * len(_IW_SIGS)
     b1 = types.boolean[::1]
     return types.void(
         ft(SIG_UPDATE), ft(SIG_SIMULATE), ft(SIG_CONTRIB), types.boolean,
@@ -437,7 +456,7 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
            weight, log_u, accept, record_counts, sweep_counts, rng, n_iter, warmup, thin,
            log_const, recompute_every, store_theta, store_rate, store_min, store_log_eta,
            ictr, fctr, iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
-           iw_log_target, n_iw, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp, iw_thp, iw_z, iw_f,
+           iw_log_target, iw_log_density, n_iw, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp, iw_thp, iw_z, iw_f,
            iw_i, iw_mean, iw_m2, iw_chol):
     """Run ``n_iter`` DA-MCMC iterations (Algorithm 1) entirely in compiled code.
 
@@ -459,7 +478,7 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
         update(theta, records, rng)
         if iw_innovations is not None:   # pruned at compile time for the centred driver
             _interweave(iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
-                        iw_log_target, contrib, n_iw, it < warmup, use_l2, theta, records,
+                        iw_log_target, iw_log_density, contrib, n_iw, it < warmup, use_l2, theta, records,
                         t_cur, T, s_obs, weight, rng, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp,
                         iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol)
         simulate(theta, prop, rng)
@@ -520,10 +539,12 @@ class FastPath:
                               simulate=as_function(cm.simulate, SIG_SIMULATE))
         if cm.interweave is not None:
             civ = cm.interweave
+            if civ.log_density is None:
+                civ = civ._replace(log_density=_zero_log_density)
             fns = [as_function(fn, sig) for fn, sig in zip(civ[2:], _IW_SIGS)]
             self.cm = self.cm._replace(interweave=civ._replace(
                 innovations=fns[0], from_innovations=fns[1], to_free=fns[2], from_free=fns[3],
-                log_target=fns[4]))
+                log_target=fns[4], log_density=fns[5]))
         self.contrib = as_function(contrib, SIG_CONTRIB)
         self.source = source
 
@@ -603,7 +624,7 @@ class CompiledChain:
                int(n_iter), int(self.warmup), int(self.thin), float(p.log_const),
                int(self.recompute_every), self.store_theta, self.store_rate, self.store_min,
                self.store_log_eta, self.ictr, self.fctr, *(self.iw[2:] if self.iw is not None
-                                                          else (None,) * 5), self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
+                                                          else (None,) * 6), self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
                self.iw_v, self.iw_vp, self.iw_thp, self.iw_z, self.iw_f, self.iw_i,
                self.iw_mean, self.iw_m2, self.iw_chol)
 
@@ -705,7 +726,7 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
 
 
 _IW_METHODS = ("innovations", "from_innovations", "log_prior", "interweave_to_free",
-               "interweave_from_free", "interweave_log_jacobian")
+               "interweave_from_free", "interweave_log_jacobian", "innovations_log_density")
 
 
 def _overridden_below_compiled(model) -> list[str]:
@@ -821,6 +842,13 @@ def _validate_interweave(p, fast: FastPath, params, recs, vrng) -> None:
         raise IncompatibleError(f"{name}: compiled interweave log_target differences disagree "
                                 f"with log_prior ({got} vs {want})")
     u_py = u.reshape(m) if civ.innov_width == 1 else u.copy()   # the Python layout
+    py_density = getattr(model, "innovations_log_density", None)
+    want = (float(py_density(prm_p, u_py)) - float(py_density(params, u_py))
+            if py_density is not None else 0.0)
+    got = float(civ.log_density(thp, u)) - float(civ.log_density(theta.copy(), u))
+    if math.isfinite(want) and not math.isclose(want, got, rel_tol=1e-7, abs_tol=1e-7):
+        raise IncompatibleError(f"{name}: compiled interweave log_density differences disagree "
+                                f"with innovations_log_density ({got} vs {want})")
     want_x = np.asarray(model.from_innovations(prm_p, u_py), dtype=np.float64).reshape(m, rw)
     xp = np.zeros((m, rw))
     civ.from_innovations(thp, u, xp)

@@ -26,7 +26,7 @@ from numba import njit
 from privpost.inference._count_moves import _lgamma_diff, pair_move
 
 __all__ = ["transition_counts", "emission_loglik", "z_sweep", "z_sweep_marginal", "state_sums", "dirichlet_blocks",
-           "record_sweep", "count_sweep", "shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
+           "record_sweep", "count_sweep", "shift_moves", "state_shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
            "ffbs", "slice_pair_sweeps", "truncated_dirichlet_blocks_slice"]
 
 
@@ -405,7 +405,7 @@ def count_sweep(z, logtheta, off, levels, counts, obs, w, l2, use, sweeps, rng):
 
 @njit(cache=True, nogil=True)
 def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
-                stats, rng):
+                stats, rng, reps, vscale):
     """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
     feature): for every state ``k`` and feature ``d``, one MH move of ``theta_d[k] (K_d,)``
     together with the counts of every used cell in state ``k``.
@@ -428,6 +428,11 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
     gain 0.5) of ``logstep`` towards acceptance 0.3 (warm-up only: the kept draws use a fixed
     kernel). ``stats[0] +=``
     proposals, ``stats[1] +=`` acceptances. ``counts``, ``theta``, ``logstep`` in place.
+    ``reps`` moves per block (each costs ``O(cells x K_d)``, far below a pair sweep, while a
+    random walk in ``K_d - 1`` dimensions needs many steps per independent draw).
+    ``vscale (K, W)``: per-coordinate proposal scales (coordinate ``j`` of block ``(k, d)`` in
+    ``vscale[k, off[d] + j]``; fixed during a run of kept draws, learnt in the warm-up by the
+    caller), so the proposal stays symmetric: ``v'_j = v_j + step * vscale_j * N(0, 1)``.
     """
     R, Tt = z.shape
     C = R * Tt
@@ -439,8 +444,10 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
             maxJ = levels[d]
     newc = np.empty((C, maxJ))
     tp = np.empty(maxJ)
-    for k in range(K):
-        for d in range(D):
+    for rep in range(reps * K * D):
+        k = (rep // D) % K
+        d = rep % D
+        if True:
             o = off[d]
             J = levels[d]
             ok = True
@@ -453,7 +460,8 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
             lJ = math.log(theta[k, o + J - 1])
             mx = 0.0
             for j in range(J - 1):
-                tp[j] = math.log(theta[k, o + j]) - lJ + step * rng.standard_normal()
+                tp[j] = (math.log(theta[k, o + j]) - lJ
+                         + step * vscale[k, o + j] * rng.standard_normal())
                 if tp[j] > mx:
                     mx = tp[j]
             tot = math.exp(-mx)
@@ -515,6 +523,111 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
             if adapt:
                 logstep[k, d] += ((1.0 if accepted else 0.0) - 0.3) * 0.5
                 logstep[k, d] = min(max(logstep[k, d], -30.0), 2.0)
+
+
+@njit(cache=True, nogil=True)
+def _path_weight(k, prev, nxt, ntr, nout, alpha, Ka):
+    """Log of the collapsed-A factor of ``z_{r,t} = k`` (:func:`z_sweep`), with both
+    transitions of the cell removed from ``ntr``/``nout``."""
+    v = math.log(ntr[prev, k] + alpha)
+    if nxt >= 0:
+        same = 1.0 if (prev == k and k == nxt) else 0.0
+        stay = 1.0 if prev == k else 0.0
+        v += math.log(ntr[k, nxt] + same + alpha) - math.log(nout[k] + stay + Ka)
+    return v
+
+
+@njit(cache=True, nogil=True)
+def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l2, use, alpha,
+                      stats, rng):
+    """Non-centred moves of each cell's state together with its counts (count latent).
+
+    For every used cell ``c`` (systematic scan) a new state ``k'`` is proposed uniformly among
+    the other ``K - 1`` (symmetric), and every feature's counts move with it, residuals held:
+    ``n'_j = n_j - round(N_c theta_d[k, j]) + round(N_c theta_d[k', j])`` for ``j < K_d``, the
+    last level taking ``N_c`` minus the rest (rejected when negative). The map from ``k`` to
+    ``k'`` is an integer shift whose inverse is the map back, so the MH ratio is the target
+    ratio: the collapsed-A path factor (as in :func:`z_sweep`), ``sum_d [log Mult(n'_d | N_c,
+    theta_d[k']) - log Mult(n_d | N_c, theta_d[k])]`` and the noise densities. Given the
+    states the imputed counts conform to the state's emissions (their conditional width
+    ``sqrt(N p)`` is below the noise), which makes single-site z moves given the counts sticky
+    when the noise is large; this move re-imputes the counts as the cell changes state.
+    ``stats[2] +=`` proposals, ``stats[3] +=`` acceptances.
+    """
+    R, Tt = z.shape
+    K = ntr.shape[1]
+    if K < 2:
+        return
+    D = off.shape[0]
+    Ka = K * alpha
+    W = counts.shape[1]
+    newc = np.empty(W)
+    for r in range(R):
+        for t in range(Tt):
+            c = r * Tt + t
+            if not use[c] or sizes[c] == 0:
+                continue
+            N = sizes[c]
+            old = z[r, t]
+            new = int(rng.random() * (K - 1))
+            if new >= K - 1:
+                new = K - 2
+            if new >= old:
+                new += 1
+            prev = K if t == 0 else z[r, t - 1]
+            nxt = z[r, t + 1] if t + 1 < Tt else -1
+            ntr[prev, old] -= 1.0
+            nout[prev] -= 1.0
+            if nxt >= 0:
+                ntr[old, nxt] -= 1.0
+                nout[old] -= 1.0
+            logr = (_path_weight(new, prev, nxt, ntr, nout, alpha, Ka)
+                    - _path_weight(old, prev, nxt, ntr, nout, alpha, Ka))
+            ok = True
+            for d in range(D):
+                o = off[d]
+                J = levels[d]
+                rest = N
+                for j in range(J):
+                    if j < J - 1:
+                        nj = (counts[c, o + j] - math.floor(N * theta[old, o + j] + 0.5)
+                              + math.floor(N * theta[new, o + j] + 0.5))
+                        rest -= nj
+                    else:
+                        nj = rest
+                    if nj < 0.0 or (nj > 0.0 and not theta[new, o + j] > 0.0):
+                        ok = False
+                        break
+                    newc[o + j] = nj
+                if not ok:
+                    break
+                for j in range(J):
+                    cur = counts[c, o + j]
+                    nj = newc[o + j]
+                    if nj > 0.0:
+                        logr += nj * math.log(theta[new, o + j])
+                    if cur > 0.0:
+                        logr -= cur * math.log(theta[old, o + j])
+                    logr -= _lgamma_diff(cur + 1.0, nj - cur)
+                    ob = obs[c, o + j]
+                    if l2:
+                        logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
+                    else:
+                        logr -= w * (abs(ob - nj) - abs(ob - cur))
+            stats[2] += 1
+            if ok and (logr >= 0.0 or math.log(rng.random()) < logr):
+                stats[3] += 1
+                z[r, t] = new
+                for wi in range(W):
+                    counts[c, wi] = newc[wi]
+                k = new
+            else:
+                k = old
+            ntr[prev, k] += 1.0
+            nout[prev] += 1.0
+            if nxt >= 0:
+                ntr[k, nxt] += 1.0
+                nout[k] += 1.0
 
 
 @njit(cache=True, nogil=True)

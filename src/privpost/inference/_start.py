@@ -18,7 +18,15 @@ dispersed across chains so that R-hat can still detect disagreement:
    shifted by the constant ``c`` that makes ``sum_i t(x0_i + c)`` equal ``s_c`` (bisection; used
    only when it gets within one noise scale), and theta is drawn from ``p(theta | x0 + c)`` by
    the model's own ``update``.
-3. otherwise (or when 1-2 fail) the prior, as ``start="prior"``.
+3. **model plug-in** (models with ``plugin_params(query, s, n, rng)``, e.g. Dirichlet on
+   CensoredLogMean: Minka's MLE of the re-noised mean logs): theta from the re-noised statistic,
+   records simulated from theta.
+4. **best simulated** (every other model and query): ``K`` prior draws, ``n`` records simulated at
+   each, and the draw whose simulated statistic the (re-noised) release favours most,
+   ``max_k log eta(s_c | T(x_k))``, chain by chain (``K`` bounded by a budget of simulated
+   records, :data:`SIM_BUDGET`). A crude but model-free start: it only needs the prior and the
+   simulator the sampler already uses.
+5. otherwise (or when 1-4 fail) the prior, as ``start="prior"``.
 
 A note in the posterior states which start was used.
 """
@@ -92,6 +100,36 @@ def _shifted(problem, rng):
             "records": x}
 
 
+def _model_plugin(problem, rng):
+    fn = getattr(problem.model, "plugin_params", None)
+    if not callable(fn):
+        return None
+    params = fn(problem.query, _noisy_stat(problem, rng), problem.n, rng)
+    return None if params is None else problem.coerce_params(params)
+
+
+#: records simulated in all for the best-simulated start of one chain (K = budget // n draws,
+#: between 4 and 64)
+SIM_BUDGET = 400_000
+
+
+def _best_simulated(problem, rng):
+    p = problem
+    K = int(min(64, max(4, SIM_BUDGET // max(p.n, 1))))
+    target = _noisy_stat(p, rng)
+    best, best_lg = None, -np.inf
+    for _ in range(K):
+        params = p.model.prior_sample(rng)
+        recs = np.asarray(p.model.simulate(params, p.n, rng))
+        T = np.ascontiguousarray(p.t(recs).sum(axis=0))
+        lg = float(p.log_g(T, target, p.weight))
+        if np.isfinite(lg) and lg > best_lg:
+            best, best_lg = (params, recs), lg
+    if best is None:
+        return None
+    return {"params": p.coerce_params(best[0]), "records": p.coerce_records(best[1])}
+
+
 def data_inits(problem, rngs) -> tuple[list[dict] | None, str]:
     """One ``{"params": ..., "records": ...}`` per chain (``records`` may be None: simulated
     from the params by the sampler), and a note; ``(None, note)`` when only the prior applies.
@@ -120,8 +158,33 @@ def data_inits(problem, rngs) -> tuple[list[dict] | None, str]:
                 return inits, ("start: each chain's records shifted to reproduce the release "
                                "re-noised with fresh mechanism noise, theta drawn given them "
                                "(dispersed starts)")
-        except Exception:  # noqa: BLE001 - fall back to the prior start
-            pass
+        except Exception:  # noqa: BLE001 - fall back to the next start
+            inits = []
+    inits = []
+    try:
+        for rng in rngs:
+            prm = _model_plugin(p, rng)
+            if prm is None:
+                break
+            inits.append({"params": prm, "records": None})
+        else:
+            return inits, ("start: each chain from the model's plug-in estimate of the release "
+                           "re-noised with fresh mechanism noise (dispersed starts)")
+    except Exception:  # noqa: BLE001 - fall back to the next start
+        pass
+    inits = []
+    try:
+        for rng in rngs:
+            st = _best_simulated(p, rng)
+            if st is None:
+                break
+            inits.append(st)
+        else:
+            return inits, ("start: each chain from the prior draw (of several, records simulated "
+                           "at each) whose simulated statistic best fits the release re-noised "
+                           "with fresh mechanism noise (dispersed starts)")
+    except Exception:  # noqa: BLE001 - fall back to the prior start
+        pass
     return None, "start: theta from the prior, records from the model (no data-driven start " \
                  "for this model and query)"
 

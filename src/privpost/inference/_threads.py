@@ -57,7 +57,8 @@ def run_threads(problem, fast, rngs, inits, opts, total, progress, plan, workers
     (list of (chain, result dict, max drift), bool)
         As ``damcmc._run_here``: each chain's results, and whether Ctrl-C stopped the run.
     """
-    from privpost.inference.damcmc import _make_chains, _next_round, _Progress, _round_robin
+    from privpost.inference.damcmc import (_chain_result, _make_chains, _next_round, _Progress,
+                                          _round_robin)
 
     chains = _make_chains(problem, fast, list(range(len(rngs))), rngs, inits, opts["draws"],
                           opts["warmup"], opts["thin"])
@@ -106,4 +107,4 @@ def run_threads(problem, fast, rngs, inits, opts, total, progress, plan, workers
             for t in threads:
                 if t.ident is not None:
                     t.join(_JOIN_TIMEOUT)   # each returns after its current block (~0.1 s)
-    return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains], interrupted
+    return [_chain_result(ch) for ch in chains], interrupted

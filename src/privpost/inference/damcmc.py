@@ -492,15 +492,18 @@ class Sampler:
         """``p.interweave`` non-centred MH steps: theta moves with the innovations held fixed.
 
         ``u ~ p(u | x, theta)`` (the model's ``innovations``; deterministic for continuous
-        records), so ``(theta, u)`` follows the augmented target ``p(theta) prod p_u(u_i)
+        records), so ``(theta, u)`` follows the augmented target ``p(theta) p(u | theta)
         eta(s | g(theta, u))``; a symmetric random walk on the ``interweave_params`` with ``u``
-        fixed is accepted with ``p(theta*) eta(s | T*) / (p(theta) eta(s | T))`` (no Jacobian:
-        ``p_u`` does not depend on theta). The records are then ``x = g(theta, u)``.
+        fixed is accepted with ``p(theta*) p(u | theta*) eta(s | T*) / (p(theta) p(u | theta)
+        eta(s | T))``. ``p(u | theta)`` is the model's optional ``innovations_log_density``
+        (a partially non-centred parametrisation); without it the law of ``u`` is free of theta
+        and the term cancels. The records are then ``x = g(theta, u)``.
         """
         p = self.p
         model, iw = p.model, st.iw
         params = st.params
         u = model.innovations(params, st.records, rng)
+        u_density = getattr(model, "innovations_log_density", None)
         if p.iw_free:
             v = np.asarray(model.interweave_to_free(params), dtype=np.float64)
             lp = float(model.log_prior(params)) + float(model.interweave_log_jacobian(params))
@@ -508,6 +511,8 @@ class Sampler:
             v = np.concatenate([np.asarray(params[nm], dtype=np.float64).ravel()
                                 for nm in p.iw_names])
             lp = float(model.log_prior(params))
+        if u_density is not None:
+            lp += float(u_density(params, u))
         lg = float(p.log_g(st.T, p.s_obs, p.weight))
         new_x = new_t = None
         for _ in range(p.interweave):
@@ -526,6 +531,8 @@ class Sampler:
                         prop[nm] = np.float64(prop[nm])
                     off += size
                 lpp = float(model.log_prior(prop))
+            if u_density is not None and lpp > -math.inf:
+                lpp += float(u_density(prop, u))
             alpha = 0.0
             if lpp > -math.inf:
                 xp = np.ascontiguousarray(model.from_innovations(prop, u), dtype=p.rec_dtype)
@@ -726,6 +733,8 @@ def _worker(model, release, opts, chain_ids, rngs, inits):
     rnd = 0
     while True:
         _round_robin(chains, report, stopped)
+        if shared[stop_at] == _STOP_TIME:    # time budget spent: at least 4 draws per chain
+            _cut_warmup(chains)
         if not opts.get("auto") or stopped():
             break
         # run until converged: hand this round's draws to the parent, wait for its decision
@@ -739,7 +748,38 @@ def _worker(model, release, opts, chain_ids, rngs, inits):
             break
         for ch in chains:
             ch.extend(extra)
-    return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains]
+    return [_chain_result(ch) for ch in chains]
+
+
+#: value of the workers' stop flag when the parent stops them because the time budget is spent
+#: (1: an error or Ctrl-C); the workers then cut the warm-up (:func:`_cut_warmup`)
+_STOP_TIME = 2
+
+
+def _cut_warmup(chains) -> None:
+    """The time budget ran out before every chain kept 4 draws (in the warm-up, typically): as
+    :func:`privpost.inference._until.run_rounds`, cut each chain's warm-up where it is and make
+    4 draws per chain (``4 * thin`` iterations), so that the diagnostics can say how far from
+    converged the run is instead of returning an empty posterior. A chain whose warm-up was cut
+    records the iteration in ``warm_cut``."""
+    for ch in chains:
+        if ch.n_stored >= 4:
+            continue
+        if ch.it < ch.warmup:
+            ch.warm_cut = ch.it
+            ch.warmup = ch.it
+            ch.total = ch.warmup + ch.draws * ch.thin
+        need = ch.warmup + 4 * ch.thin - ch.it
+        if need > 0:
+            ch.advance(need)
+
+
+def _chain_result(ch) -> tuple:
+    """``(chain id, result dict, max drift)`` of a finished chain; the result also holds
+    ``warm_cut`` (the iteration where a spent time budget cut the warm-up, or None)."""
+    res = ch.result()
+    res["warm_cut"] = getattr(ch, "warm_cut", None)
+    return ch.chain, res, getattr(ch, "max_drift", 0.0)
 
 
 def _mp_context():
@@ -871,12 +911,15 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         drops the move when the run is large enough for the compiled driver and the model has
         a compiled centred driver but no compiled move (NaiveBayesLogLinear and the NIW
         regression have theirs since issue 13), where the centred compiled driver is faster
-        per second.
+        per second. On the compiled driver a model may choose the number of moves for the
+        release (optional ``interweave_auto_steps``; the Dirichlet: none when the noise is small
+        against the sampling variance of its statistic); the notes say so.
     start : "data" or "prior"
         Starting values when ``init`` is None. ``"data"`` (default): each chain starts where
         the release puts the mass, dispersed across chains (:mod:`privpost.inference._start`:
-        the naive plug-in posterior of the release re-noised with fresh mechanism noise, or
-        records shifted to reproduce it); falls back to the prior when neither applies.
+        the naive plug-in posterior of the release re-noised with fresh mechanism noise, records
+        shifted to reproduce it, the model's own plug-in, or the best of several prior draws by
+        their simulated statistic); falls back to the prior when none applies.
         ``"prior"``: theta from the prior and records from the model (the paper's code). The
         start changes only how fast the chains reach the posterior, not their target.
 
@@ -981,6 +1024,8 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         found, start_note = data_inits(problem, [r.spawn(1)[0] for r in rngs])
         if found is not None:
             inits = found
+    if auto_iw and problem.interweave and fast is not None:
+        start_note = _auto_steps(problem, inits, start_note)
     workers = min(chains, cores if cores is not None else (os.cpu_count() or 1))
     if workers > 1 and fast is None:
         try:
@@ -1023,6 +1068,35 @@ _IW_STEP_WORK = 3600.0
 AUTO_COMPILED_STEPS = 4
 
 
+def noise_variance(problem) -> np.ndarray:
+    """Variance of the mechanism's noise on each released coordinate ``(d,)`` (Laplace scale b:
+    ``2 b^2``; Gaussian sd: ``sd^2``; the discrete families by the same formulas)."""
+    sc = np.broadcast_to(np.asarray(problem.scale, dtype=np.float64), (problem.d,))
+    return 2.0 * sc * sc if problem.kernel == "l1" else sc * sc
+
+
+def _auto_steps(problem, inits, note):
+    """``interweave="auto"`` on the compiled driver: the model's own choice of non-centred moves
+    per iteration for this release (optional ``model.interweave_auto_steps(n, noise_var,
+    params)`` at the first chain's start), else :data:`AUTO_COMPILED_STEPS`. Returns the start
+    note with the choice appended."""
+    hook = getattr(problem.model, "interweave_auto_steps", None)
+    first = inits[0] if inits else None
+    params = first.get("params") if isinstance(first, dict) else None
+    if not callable(hook) or params is None:
+        return note
+    try:
+        k, why = hook(problem.n, noise_variance(problem), params)
+        k = int(k)
+    except Exception:  # noqa: BLE001 - a tuning hint only: keep the default on any failure
+        return note
+    if k < 0:
+        return note
+    problem.interweave = k
+    msg = f"interweave='auto': {k} non-centred move(s) per iteration ({why})"
+    return f"{note}; {msg}" if note else msg
+
+
 def _compiled_interweave(model) -> bool:
     """Whether ``model.compiled_model()`` carries the compiled non-centred move."""
     getter = getattr(model, "compiled_model", None)
@@ -1053,15 +1127,18 @@ def _run_here(problem, fast, rngs, inits, opts, total, progress, plan=None):
                     break
         except KeyboardInterrupt:
             interrupted = True
-    return [(ch.chain, ch.result(), getattr(ch, "max_drift", 0.0)) for ch in chains], interrupted
+    return [_chain_result(ch) for ch in chains], interrupted
 
 
 def _next_round(plan, chains, names, bar) -> bool:
     """After a round of ``chains`` (all in this process): with a run-until-converged ``plan``,
     decide from every chain's draws; if more are needed extend each chain, move the progress
-    bar to the new round and return True. False: the run is over (no plan, or it stops)."""
+    bar to the new round and return True. False: the run is over (no plan, or it stops).
+    A spent time budget first makes sure of 4 draws per chain (:func:`_cut_warmup`)."""
     if plan is None:
         return False
+    if plan.out_of_time():
+        _cut_warmup(chains)
     extra = plan.decide([ch.result() for ch in chains], names)
     if extra <= 0:
         return False
@@ -1136,7 +1213,7 @@ class _PoolRounds:
             return
         if plan.out_of_time() and not self.shared[self.n_chains]:
             self.out_of_time = True
-            self.shared[self.n_chains] = 1
+            self.shared[self.n_chains] = _STOP_TIME
         while True:
             try:
                 msg = self.queue.get_nowait()
@@ -1192,8 +1269,14 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed, star
     if start_note:
         notes.append(start_note)
     if plan is not None:
-        if plan.reason is None and plan.out_of_time():
+        if (plan.reason is None or plan.reason.startswith("interrupted")) and \
+                plan.out_of_time():
             plan.reason = f"time budget of {plan.max_seconds:g} s spent"
+        cuts = [r["warm_cut"] for r in res if r.get("warm_cut") is not None]
+        if cuts and (plan.reason or "").startswith("time budget"):
+            plan.reason += (f" during the warm-up: it was cut at {min(cuts)}-{max(cuts)} of "
+                            f"{opts['warmup']} iterations per chain, then 4 draws per chain "
+                            "were made")
         notes.append(plan.note(length))
     eps = _pure_epsilon(p.release)
     if eps is not None and length and p.proposal is None:

@@ -14,12 +14,14 @@
   re-imputes every (cell, feature) group by exact one-dimensional pair moves
   (:func:`~privpost.inference._hmm_core.count_sweep` over
   :func:`~privpost.inference._count_moves.pair_move`; ``count_sweeps`` sweeps of random level
-  pairs per group, default 1) and, with ``count_shift=True`` (default), one non-centred
-  residual-shift MH move per state and feature that moves the state's emissions together with
-  the counts of its cells (:func:`~privpost.inference._hmm_core.shift_moves`; without it the
-  chain's theta moves only by the width of ``theta | counts``, far less than its posterior
-  width when the noise is large against ``sqrt(N)``), then makes the same ``z`` and ``theta``
-  Gibbs moves as ``naive`` on the imputed counts. Target::
+  pairs per group, default 1) and, with ``count_shift=True`` (default), non-centred
+  residual-shift MH moves: 10 per state and feature that move the state's emissions together
+  with the counts of its cells (:func:`~privpost.inference._hmm_core.shift_moves`; without
+  them theta moves only by the width of ``theta | counts``, far less than its posterior width
+  when the noise is large against ``sqrt(N)``), and one per cell that moves the cell's state
+  together with its counts (:func:`~privpost.inference._hmm_core.state_shift_moves`; given
+  the counts a cell's state is sticky when the noise is large), then makes the same ``z`` and
+  ``theta`` Gibbs moves as ``naive`` on the imputed counts. Target::
 
       p(z, theta, n | obs) ∝ p(z) p(theta) prod_{c,d} Mult(n[c, d] | N_c, theta_d[z_c])
                              * g(obs | n)
@@ -131,6 +133,7 @@ __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncate
 
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
+_SHIFT_REPS = 10               # residual-shift moves of each state's emissions per iteration
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
 
 #: the posterior notes of every HMM method: the cell sizes are published exactly
@@ -299,7 +302,14 @@ class GibbsChain:
         self.L = np.empty((R * T, K))
         self.n_acc = self.n_prop = 0
         self.logstep = np.full((model.n_states, len(model.n_levels)), -3.0)
-        self.shift_stats = np.zeros(2)          # residual-shift moves: proposed, accepted
+        # per-coordinate scales of the residual-shift proposal (additive log-ratio coordinates
+        # of each emission block): the coordinates' sd over the warm-up (Welford), normalised
+        # to geometric mean 1 per block; fixed while draws are kept
+        self.vscale = np.ones((model.n_states, model.width))
+        self._vn = 0
+        self._vmean = np.zeros((model.n_states, model.width))
+        self._vm2 = np.zeros((model.n_states, model.width))
+        self.shift_stats = np.zeros(4)    # residual-shift moves of theta, then of z: proposed, accepted
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -347,7 +357,13 @@ class GibbsChain:
                     core.shift_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
                                      latent["sizes"], latent["inv_scale"], latent["l2"],
                                      self.use, m.beta, self.logstep, not keep, self.shift_stats,
-                                     rng)
+                                     rng, _SHIFT_REPS, self.vscale)
+                    if not keep:
+                        self._learn_scales()
+                    core.state_shift_moves(z, self.ntr, self.nout, theta, counts,
+                                           latent["obs"], m.offsets, m.levels_arr,
+                                           latent["sizes"], latent["inv_scale"], latent["l2"],
+                                           self.use, m.alpha, self.shift_stats, rng)
                     with np.errstate(divide="ignore"):
                         logtheta = np.log(theta)
             elif latent is not None:
@@ -381,6 +397,28 @@ class GibbsChain:
             self.blocks.append(blk)
             self.n_stored += n
 
+    def _learn_scales(self) -> None:
+        """Warm-up only: update the running sd of every log-ratio coordinate and the scales."""
+        m = self.model
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lt = np.log(self.theta)
+            v = np.empty_like(lt)
+            for o, J in zip(m.offsets, m.n_levels):
+                v[:, o:o + J] = lt[:, o:o + J] - lt[:, o + J - 1:o + J]
+        if not np.all(np.isfinite(v)):
+            return
+        self._vn += 1
+        delta = v - self._vmean
+        self._vmean += delta / self._vn
+        self._vm2 += delta * (v - self._vmean)
+        if self._vn < 20:
+            return
+        sd = np.sqrt(self._vm2 / (self._vn - 1))
+        for o, J in zip(m.offsets, m.n_levels):
+            blk = np.maximum(sd[:, o:o + J - 1], 1e-12)
+            gm = np.exp(np.mean(np.log(blk), axis=1, keepdims=True))
+            self.vscale[:, o:o + J - 1] = blk / gm
+
     def _keep(self, blk, s, keep) -> None:
         """Store draw ``s`` of the block (``A`` drawn given the paths) when ``keep``."""
         if not keep:
@@ -413,6 +451,8 @@ class GibbsChain:
             out["accept_rate"] = self.n_acc / max(self.n_prop, 1)
             if self.latent.get("shift"):
                 out["shift_accept_rate"] = self.shift_stats[1] / max(self.shift_stats[0], 1.0)
+                out["state_shift_accept_rate"] = (self.shift_stats[3]
+                                                  / max(self.shift_stats[2], 1.0))
         out["n_stored"] = self.n_stored
         return out
 
@@ -623,8 +663,9 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                      f"{model.n_features} features, {q.n_total} reports), by exact pair moves "
                      f"({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} of random level "
                      "pairs per group and iteration), "
-                     + ("a non-centred residual-shift MH move of each state's emissions with "
-                        "the counts of its cells, " if count_shift else "")
+                     + ("non-centred residual-shift MH moves (each state's emissions with "
+                        "the counts of its cells; each cell's state with its counts), "
+                        if count_shift else "")
                      + "then the z and theta Gibbs moves on them; exact for p(z, theta | "
                      "release), cost independent of the cell sizes")
     elif method == "damcmc":
@@ -737,9 +778,9 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         stats["counts"] = np.stack([r["counts"] for r in results])
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
-        if "shift_accept_rate" in results[0]:
-            chain_stats["shift_accept_rate"] = np.array([r["shift_accept_rate"]
-                                                         for r in results])
+        for key in ("shift_accept_rate", "state_shift_accept_rate"):
+            if key in results[0]:
+                chain_stats[key] = np.array([r[key] for r in results])
     if method == "ops":
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,

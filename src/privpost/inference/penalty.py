@@ -80,7 +80,7 @@ from privpost._rng import as_generator
 from privpost.errors import DataError, PrivpostError, ReleaseError
 from privpost.models.penalty_models import PENALTY_MODELS, PenaltyModel, penalty_model
 
-__all__ = ["penalty_mcmc", "PenaltyResult", "PenaltyRelease", "penalty_acceptance",
+__all__ = ["penalty_mcmc", "run", "PenaltyResult", "PenaltyRelease", "penalty_acceptance",
            "penalty_kappa", "penalty_kappa_paper", "run_chain", "SCHEMA", "VARIANTS"]
 
 SCHEMA = "privpost.penalty-release/1"
@@ -254,13 +254,21 @@ def run_chain(model, records, *, h, sigma, k, seed=None, owners=None, variant="g
 # ------------------------------------------------------------------------------ release document
 
 def _rebuild_model(d) -> PenaltyModel:
-    if not isinstance(d, dict) or d.get("type") not in PENALTY_MODELS:
+    if not isinstance(d, dict) or not isinstance(d.get("type"), str) \
+            or d["type"] not in PENALTY_MODELS:
         raise ReleaseError("model", f"must be a penalty model, one of {sorted(PENALTY_MODELS)}")
     kw = {k: v for k, v in d.items() if k != "type"}
+    flags = [k for k, v in kw.items() if isinstance(v, bool)]
+    if flags:
+        raise ReleaseError(f"model.{flags[0]}", "must be a number, not true / false")
     try:
-        return PENALTY_MODELS[d["type"]](**kw)
-    except (TypeError, PrivpostError) as exc:
+        model = PENALTY_MODELS[d["type"]](**kw)
+    except (TypeError, ValueError, OverflowError) as exc:   # PrivpostError is a ValueError
         raise ReleaseError("model", str(exc)) from None
+    if model.to_dict() != d:         # every hyperparameter as stated (e.g. no bool for a number)
+        raise ReleaseError("model", f"{json.dumps(d)[:200]} is not stated as the model reads "
+                           f"it ({json.dumps(model.to_dict())[:200]})")
+    return model
 
 
 def _ratio_scale(model, variant: str, h: float, n_owners: int) -> float:
@@ -289,6 +297,26 @@ def _sensitivity(model, variant, h, clip):
         raise PrivpostError(f"model {model.name!r} has no proved bound on its log-likelihood "
                             "ratio: pass clip=r (clip each record's ratio to ±r·|θ'-θ|)")
     return delta
+
+
+#: fields of a transcript document derived from the others (checked on load, never trusted)
+_DERIVED = {"h": "h = step * n^-step_exponent", "iterations": "the number of proposals",
+            "privacy": "the accountant's (epsilon, delta)",
+            "mu_gdp": "mu = sqrt(k) * sensitivity / release_sd"}
+
+
+def _finite(v) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:           # an integer beyond the float range
+        return False
+
+
+def _close(given, value: float, rel: float = 1e-9) -> bool:
+    """A stored derived number equals its recomputation (to a relative ``rel``)."""
+    if isinstance(given, bool) or not isinstance(given, (int, float)) or not _finite(given):
+        return False
+    return math.isclose(float(given), value, rel_tol=rel, abs_tol=0.0)
 
 
 @dataclass
@@ -382,15 +410,25 @@ class PenaltyRelease:
             raise ReleaseError("accountant", f"must be 'tight' or 'advanced', got {self.accountant!r}")
         if isinstance(self.n, bool) or not isinstance(self.n, (int, np.integer)) or self.n < 1:
             raise ReleaseError("n", f"must be an integer >= 1, got {self.n!r}")
+        from privpost.limits import check_n
+
+        check_n("n", int(self.n))
         sizes = self.owner_sizes
         if (not isinstance(sizes, list) or not sizes or any(
                 isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 1 for s in sizes)
                 or sum(sizes) != self.n):
             raise ReleaseError("owner_sizes", f"must be positive integers summing to n = {self.n}")
+        from privpost.limits import check_parameter
+
         for name in ("step", "step_exponent", "release_sd", "sensitivity", "delta"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v) or v <= 0:
                 raise ReleaseError(name, f"must be a finite number > 0, got {v!r}")
+            if name != "delta":     # sizes the accounting can evaluate (privpost.limits)
+                try:
+                    check_parameter(name, float(v))
+                except PrivpostError as exc:
+                    raise ReleaseError(name, str(exc)) from None
         if not self.delta < 1:
             raise ReleaseError("delta", "must be below 1")
         if self.clip is not None and (not isinstance(self.clip, (int, float)) or
@@ -408,8 +446,8 @@ class PenaltyRelease:
         for name in ("states", "proposals", "released"):
             try:
                 a = np.asarray(getattr(self, name), dtype=float)
-            except (TypeError, ValueError):
-                raise ReleaseError(name, "must be a list of lists of numbers") from None
+            except (TypeError, ValueError, OverflowError):   # 10^400: beyond the float range
+                raise ReleaseError(name, "must be a list of lists of (finite) numbers") from None
             if a.ndim != 2 or not np.all(np.isfinite(a)):
                 raise ReleaseError(name, "must be a finite two-dimensional array")
             arrs[name] = a
@@ -432,7 +470,17 @@ class PenaltyRelease:
         for name, a in arrs.items():
             a.setflags(write=False)
             object.__setattr__(self, name, a)
-        _ = self.privacy   # the accountant must certify a finite epsilon
+        from privpost.release import _json_metadata
+
+        object.__setattr__(self, "metadata", _json_metadata(self.metadata))   # plain JSON
+        try:
+            _ = self.privacy   # the accountant must certify a finite epsilon
+        except ReleaseError:
+            raise
+        except (PrivpostError, OverflowError, ValueError) as exc:
+            raise ReleaseError("sensitivity", f"the transcript's guarantee (mu-GDP sqrt(k) "
+                               f"sensitivity / release_sd = {self.mu:.6g}) cannot be certified: "
+                               f"{exc}") from None
 
     # --------------------------------------------------------------- JSON
     def to_dict(self) -> dict:
@@ -457,7 +505,13 @@ class PenaltyRelease:
 
     @classmethod
     def from_dict(cls, doc: Any) -> "PenaltyRelease":
-        """Validate a transcript document (raises :class:`ReleaseError` naming the field)."""
+        """Validate a transcript document (raises :class:`ReleaseError` naming the field).
+
+        Every field is checked: the required ones build the transcript (validated by
+        ``_validate``); the derived ones a document may carry (``h``, ``iterations``,
+        ``privacy``, ``mu_gdp``) must equal their recomputation from it (``h = step ·
+        n^-step_exponent``, the half-width the sensitivity is proved from; ``mu_gdp = sqrt(k) ·
+        sensitivity / release_sd``; both to a relative 1e-9); any other field is refused."""
         if not isinstance(doc, dict):
             raise ReleaseError("document", "must be a JSON object")
         if doc.get("schema") != SCHEMA:
@@ -472,6 +526,12 @@ class PenaltyRelease:
             raise ReleaseError("release_sd", "give the sd of the noise on each released number "
                                "as 'release_sd' (older documents: 'noise_sd'), exactly once")
         release_sd = doc["release_sd"] if "release_sd" in doc else doc["noise_sd"]
+        known = set(req) | set(_DERIVED) | {"schema", "clip", "metadata", "release_sd",
+                                            "noise_sd", "ratio_sd"}
+        unknown = sorted((k for k in doc if k not in known), key=str)
+        if unknown:
+            raise ReleaseError(str(unknown[0]), "is not a field of a penalty-MCMC transcript "
+                               f"(fields: {', '.join(sorted(known))})")
         meta = doc.get("metadata", {})
         if not isinstance(meta, dict):
             raise ReleaseError("metadata", "must be a JSON object")
@@ -487,9 +547,14 @@ class PenaltyRelease:
                     float(got), rel.ratio_sd, rel_tol=1e-9):
                 raise ReleaseError("ratio_sd", f"{got!r} disagrees with the value derived from "
                                    f"release_sd ({rel.ratio_sd!r})")
-        if "iterations" in doc and doc["iterations"] != rel.iterations:
-            raise ReleaseError("iterations", f"{doc['iterations']} disagrees with the transcript "
-                               f"length {rel.iterations}")
+        if "iterations" in doc and (isinstance(doc["iterations"], bool)
+                                    or doc["iterations"] != rel.iterations):
+            raise ReleaseError("iterations", f"{doc['iterations']!r} disagrees with the "
+                               f"transcript length {rel.iterations}")
+        for key, value in (("h", rel.h), ("mu_gdp", rel.mu)):
+            if key in doc and not _close(doc[key], value):
+                raise ReleaseError(key, f"{doc[key]!r} disagrees with its recomputation "
+                                   f"{value!r} from the transcript ({_DERIVED[key]})")
         if "privacy" in doc:
             from privpost.release import _check_privacy
             _check_privacy(doc["privacy"], rel.privacy)
@@ -497,19 +562,18 @@ class PenaltyRelease:
 
     @classmethod
     def from_json(cls, text: str) -> "PenaltyRelease":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ReleaseError("document", f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        return cls.from_dict(doc)
+        """Parse with the release documents' safe reader (nesting depth, huge integers)."""
+        from privpost.release import _parse_json
+
+        return cls.from_dict(_parse_json(text))
 
     @classmethod
     def load(cls, path) -> "PenaltyRelease":
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ReleaseError("file", f"cannot read {path}: {exc.strerror}") from None
-        return cls.from_json(text)
+        """Read with the release documents' safe reader: size limit (``max_document_bytes``),
+        UTF-8 check, nesting depth -- every failure a :class:`ReleaseError`."""
+        from privpost.release import _read_text
+
+        return cls.from_json(_read_text(path))
 
     # --------------------------------------------------------------- analyst side
     def posterior(self, warmup: int | None = None):
@@ -540,6 +604,52 @@ class PenaltyRelease:
                          "invariant for the posterior (exact only when no ratio is clipped)")
         return make_posterior(draws, {"accepted": acc}, "penalty-mcmc", self.model, None,
                               notes, exact=self.clip is None)
+
+
+def run(model, release, *, warmup: int | None = None, seed=None, progress: bool = False):
+    """Method ``"penalty-mcmc"`` of :func:`privpost.infer`: the posterior of a published
+    penalty-MCMC transcript (``privpost penalty``, ``pp.penalty_mcmc(...).release``).
+
+    The draws are the chain's states after ``warmup`` (default half of the iterations):
+    post-processing of the transcript, so no randomness (``seed`` and ``progress`` are accepted
+    and unused) and no choice of length (the curator's budget fixed it). The chain targeted the
+    posterior of the model it ran with, so ``model`` must be that model (a privpost model is
+    converted with :func:`~privpost.models.penalty_models.penalty_model`, the transcript's
+    public bounds filled in); another prior would need draws the transcript does not have.
+
+    Raises :class:`~privpost.errors.IncompatibleError` for a release that is not a transcript
+    and for a model other than the transcript's.
+    """
+    from privpost.errors import IncompatibleError
+
+    if not isinstance(release, PenaltyRelease):
+        raise IncompatibleError("method 'penalty-mcmc' reads a penalty-MCMC transcript (the "
+                                "output of 'privpost penalty' or pp.penalty_mcmc(...).release), "
+                                f"not a {type(release).__name__}")
+    ran = release.model
+    bounds = getattr(ran, "bounds", None)
+    if bounds is None and getattr(ran, "upper", None) is not None:
+        bounds = (0.0, ran.upper)
+    try:
+        given = penalty_model(model, bounds=bounds)
+    except PrivpostError as exc:
+        raise IncompatibleError(f"method 'penalty-mcmc': {exc}") from None
+    if given.to_dict() != ran.to_dict():
+        raise IncompatibleError(
+            f"the transcript's chain ran with the model {json.dumps(ran.to_dict())}: its draws "
+            f"are that model's posterior and cannot be turned into {json.dumps(given.to_dict())}'s;"
+            " give the transcript's model (its prior included)")
+    if warmup is not None and (isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer))):
+        raise PrivpostError(f"warmup must be an integer in 0..{release.iterations - 1}, got "
+                            f"{warmup!r}")
+    from privpost.diagnostics import flag
+
+    post = release.posterior(warmup)
+    post.method = "penalty-mcmc"
+    flag(post, advice="the transcript's length was fixed by the curator's privacy budget (a "
+                      "larger budget, more data or the expfam variant give a longer chain); a "
+                      "smaller warmup= keeps more of it")
+    return post
 
 
 @dataclass

@@ -4,34 +4,28 @@ A Numba port of ``Dirichlet.innovations`` / ``from_innovations`` / ``interweave_
 ``interweave_from_free`` and of ``log_prior + interweave_log_jacobian`` (independent Gamma
 prior), in the signatures of :class:`privpost.inference._damcmc_fast.CompiledInterweave`:
 
-* records ``x`` ``(n, D)`` on the open simplex; innovations ``u`` ``(n, D)`` the encoded
-  uniforms of ``models/dirichlet.py`` (``U`` itself when ``U = F_{alpha_j}(G_j) <= 1/2``, else
-  ``-(1 - U)``, so neither tail loses resolution), where ``G = S x``, ``S ~ Gamma(sum alpha)``
-  fresh (drawn with the same Generator calls as the NumPy move, in log space when
-  ``sum alpha < 1``) and ``F_a`` is the Gamma(a, 1) CDF;
-* ``x = g(alpha, u)``: ``G_j = F^{-1}_{alpha_j}(U_j)`` (lower or upper tail quantile), rows
-  normalised by log-sum-exp and floored at the smallest positive double; lower-tail values
-  where ``G`` underflows (``G < 1e-300``) use the exact small-``G`` limit
-  ``F_a(G) = G^a / Gamma(a + 1)`` in log space, as the NumPy move does;
+* records ``x`` ``(n, D)`` on the open simplex; innovations ``u`` ``(n, D)`` the standardised
+  log-gammas ``u_ij = (log(S_i x_ij) - mu(alpha_j)) / sigma(alpha_j)``, where
+  ``S_i ~ Gamma(sum alpha)`` is drawn fresh (the same Generator calls as the NumPy move, in log
+  space when ``sum alpha < 1``), so that ``G_i = S_i x_i`` has independent Gamma(alpha_j, 1)
+  parts (Lukacs), and ``mu(a) = digamma(a)``, ``sigma(a) = sqrt(trigamma(a))`` are the mean
+  and sd of ``log G``, ``G ~ Gamma(a, 1)``;
+* ``x = g(alpha, u)``: ``log G_ij = mu(alpha_j) + sigma(alpha_j) u_ij``, rows normalised by
+  log-sum-exp and floored at the smallest positive double;
+* the law of ``u`` depends (weakly) on ``alpha``: ``log_density(alpha, u)`` is its log density
+  (a *partially* non-centred parametrisation, Papaspiliopoulos, Roberts & Skold 2007), added
+  to the move's acceptance ratio. An exact transport (``G = F^{-1}_{alpha}(U)``, the Gamma
+  quantile; the parametrisation before issue 22) needs ``n D`` gamma quantiles per step, about
+  25 record sweeps; this one costs one ``exp`` per entry, and since ``log G`` is close to
+  normal for all but tiny ``alpha_j`` the density ratio stays near 1 (benchmarks/README.md,
+  "ATUS beside SOMA");
 * free coordinates ``v = log(alpha)`` ``(D,)``; ``log_target(alpha) = sum_j [v_j log alpha_j -
   w_j alpha_j]`` = the Gamma(v_j, w_j) log prior plus the Jacobian ``sum_j log alpha_j`` of the
   log walk, up to the constant ``sum_j (v_j log w_j - lgamma(v_j))``.
 
-The special functions are SciPy's own (``scipy.special.cython_special`` ``gammainc``,
-``gammaincc``, ``gammaincinv``, ``gammainccinv``, ``gammaln``, called through their C entry
-points), so the compiled move evaluates the same numbers as the NumPy one: with one move per
-iteration both give the same chain for the same seed (tests/test_dirichlet_compiled_move.py).
-
-They are bound *by symbol name*, not by address: at import this module registers each entry
-point with LLVM's symbol table (``llvmlite.binding.add_symbol("privpost_scipy_<name>",
-address)``) and the jitted code calls ``numba.types.ExternalFunction("privpost_scipy_<name>",
-...)``, which compiles to a ``declare`` of that symbol and a plain call. The object code then
-holds a relocation to the name instead of the process-specific address baked in as a constant
-(what a ctypes function pointer does, which Numba refuses to cache: "dynamic globals"), so
-every function here is ``cache=True``: a second process loads them from Numba's on-disk cache
-(``__pycache__`` next to this file, or ``NUMBA_CACHE_DIR``) and the linker resolves the names
-to that process's addresses, registered by this import before any cached code is loaded
-(tests/test_dirichlet_compiled_move.py checks that a second process compiles nothing).
+``digamma`` and ``trigamma`` are compiled here (series); the NumPy move uses SciPy's, equal to
+about 1e-15, so with the same seed both give the same chain (tests/test_dirichlet_compiled_move.py).
+Every function is ``cache=True`` (a second process loads them from Numba's on-disk cache).
 """
 
 from __future__ import annotations
@@ -39,37 +33,50 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import binding as _llvm
-from numba import njit, types
-from numba.extending import get_cython_function_address
+from numba import njit
 
-__all__ = ["dirichlet_move"]
+__all__ = ["dirichlet_move", "digamma", "trigamma"]
 
 _TINY = np.finfo(np.float64).tiny
-#: C signatures ``double f(double, double, int)`` / ``double f(double, int)``
-_D2 = types.float64(types.float64, types.float64, types.intc)
-_D1 = types.float64(types.float64, types.intc)
 
 
-def _special(name, sig):
-    """SciPy's cython_special C function ``name`` as a Numba external function of the symbol
-    ``privpost_scipy_<name>``, registered here with this process's address (the trailing int
-    of the C signature is Cython's ``__pyx_skip_dispatch``, always 0)."""
-    symbol = "privpost_scipy_" + name
-    _llvm.add_symbol(symbol, get_cython_function_address("scipy.special.cython_special", name))
-    return types.ExternalFunction(symbol, sig)
+@njit(cache=True, nogil=True)
+def digamma(x):
+    """Digamma function for ``x > 0`` (recurrence to ``x >= 10``, then the asymptotic series;
+    about 1e-15 relative)."""
+    acc = 0.0
+    while x < 10.0:
+        acc -= 1.0 / x
+        x += 1.0
+    r = 1.0 / (x * x)
+    return acc + math.log(x) - 0.5 / x - r * (1.0 / 12 - r * (1.0 / 120 - r * (
+        1.0 / 252 - r * (1.0 / 240 - r * (1.0 / 132)))))
 
 
-_gammainc = _special("gammainc", _D2)
-_gammaincc = _special("gammaincc", _D2)
-_gammaincinv = _special("gammaincinv", _D2)
-_gammainccinv = _special("gammainccinv", _D2)
-_gammaln = _special("gammaln", _D1)
+@njit(cache=True, nogil=True)
+def trigamma(x):
+    """Trigamma function for ``x > 0`` (recurrence to ``x >= 10``, then the asymptotic series;
+    about 1e-15 relative)."""
+    acc = 0.0
+    while x < 10.0:
+        acc += 1.0 / (x * x)
+        x += 1.0
+    r = 1.0 / (x * x)
+    return acc + 1.0 / x + 0.5 * r + (1.0 / x) * r * (1.0 / 6 - r * (1.0 / 30 - r * (
+        1.0 / 42 - r * (1.0 / 30 - r * (5.0 / 66 - r * (691.0 / 2730))))))
+
+
+@njit(cache=True, nogil=True)
+def _loc_scale(a):
+    """``(mu, sigma) = (digamma(a), sqrt(trigamma(a)))``: mean and sd of ``log G``,
+    ``G ~ Gamma(a, 1)`` -- the affine standardisation of the innovations."""
+    return digamma(a), math.sqrt(trigamma(a))
 
 
 @njit(cache=True, nogil=True)
 def _innovations(theta, records, u, rng):
-    """``u`` ``(n, D)`` <- encoded uniforms of the records given ``alpha = theta`` (D,)."""
+    """``u`` ``(n, D)`` <- standardised log-gammas ``(log(S x_ij) - mu_j) / sigma_j`` of the
+    records given ``alpha = theta`` (D,), ``S ~ Gamma(sum alpha)`` fresh per record."""
     n, D = records.shape
     a0 = 0.0
     for j in range(D):
@@ -83,39 +90,33 @@ def _innovations(theta, records, u, rng):
             log_s[i] = math.log(rng.standard_gamma(a0 + 1.0))
         for i in range(n):
             log_s[i] += math.log1p(-rng.random()) / a0
+    mu = np.empty(D)
+    inv = np.empty(D)
+    for j in range(D):
+        m, s = _loc_scale(theta[j])
+        mu[j] = m
+        inv[j] = 1.0 / s
     for i in range(n):
         for j in range(D):
-            a = theta[j]
-            lg = log_s[i] + math.log(records[i, j])
-            g = math.exp(lg)
-            lo = _gammainc(a, g, 0)
-            enc = lo if lo <= 0.5 else -_gammaincc(a, g, 0)
-            if g < 1e-300:
-                enc = math.exp(a * lg - _gammaln(a + 1.0, 0))
-            if enc == 0.0:
-                enc = _TINY
-            u[i, j] = enc
+            u[i, j] = (log_s[i] + math.log(records[i, j]) - mu[j]) * inv[j]
 
 
 @njit(cache=True, nogil=True)
 def _from_innovations(theta, u, out):
-    """``out`` ``(n, D)`` <- records ``g(alpha = theta, u)``."""
+    """``out`` ``(n, D)`` <- records ``g(alpha = theta, u)``: ``x_i = softmax(mu + sigma u_i)``
+    floored at the smallest positive double."""
     n, D = u.shape
+    mu = np.empty(D)
+    sd = np.empty(D)
+    for j in range(D):
+        m, s = _loc_scale(theta[j])
+        mu[j] = m
+        sd[j] = s
     lgs = np.empty(D)
     for i in range(n):
         mx = -np.inf
         for j in range(D):
-            a = theta[j]
-            e = u[i, j]
-            if e > 0:
-                g = _gammaincinv(a, e, 0)
-                if g >= 1e-300:
-                    lg = math.log(g)
-                else:
-                    lg = (math.log(e) + _gammaln(a + 1.0, 0)) / a
-            else:
-                g = _gammainccinv(a, -e, 0)
-                lg = math.log(g) if g > 0 else -np.inf
+            lg = mu[j] + sd[j] * u[i, j]
             lgs[j] = lg
             if lg > mx:
                 mx = lg
@@ -125,6 +126,27 @@ def _from_innovations(theta, u, out):
             s += lgs[j]
         for j in range(D):
             out[i, j] = max(lgs[j] / s, _TINY)
+
+
+@njit(cache=True, nogil=True)
+def _log_density(theta, u):
+    """``log p(u | alpha = theta)`` up to a constant free of alpha: ``sum_ij [log sigma_j +
+    alpha_j y_ij - exp(y_ij) - lgamma(alpha_j)]`` with ``y = mu_j + sigma_j u_ij`` (the
+    Gamma(alpha_j, 1) density of ``exp(y)`` on the log scale times the Jacobian ``sigma_j``);
+    ``-inf`` outside the support."""
+    n, D = u.shape
+    out = 0.0
+    for j in range(D):
+        a = theta[j]
+        if not (0.0 < a < np.inf):
+            return -np.inf
+        mu, sd = _loc_scale(a)
+        acc = 0.0
+        for i in range(n):
+            y = mu + sd * u[i, j]
+            acc += a * y - math.exp(y)
+        out += acc + n * (math.log(sd) - math.lgamma(a))
+    return out if out == out else -np.inf
 
 
 @njit(cache=True, nogil=True)
@@ -143,7 +165,7 @@ def _from_free(theta, v, out):
 
 def dirichlet_move(D: int, shape: np.ndarray, rate: np.ndarray):
     """The :class:`CompiledInterweave` fields ``(dim, innov_width, innovations,
-    from_innovations, to_free, from_free, log_target)`` for ``Dirichlet(D)`` with independent
+    from_innovations, to_free, from_free, log_target, log_density)`` for ``Dirichlet(D)`` with independent
     ``Gamma(shape_j, rate_j)`` priors (``shape``, ``rate`` ``(D,)`` float64)."""
     v = np.ascontiguousarray(shape, dtype=np.float64)
     w = np.ascontiguousarray(rate, dtype=np.float64)
@@ -158,7 +180,8 @@ def dirichlet_move(D: int, shape: np.ndarray, rate: np.ndarray):
             out += v[j] * math.log(a) - w[j] * a
         return out
 
-    return (D, D, _innovations, _from_innovations, _to_free, _from_free, log_target)
+    return (D, D, _innovations, _from_innovations, _to_free, _from_free, log_target,
+            _log_density)
 
 
 # ---- the compiled contribution of CensoredLogMean (CensoredLogMean.compiled_t) -------------

@@ -488,6 +488,9 @@ def positive_float(name: str, value) -> float:
         v = float(value)
     except (TypeError, ValueError):
         raise PrivpostError(f"{name} must be a number, got {value!r}") from None
+    except OverflowError:           # an integer beyond the float range
+        raise PrivpostError(f"{name} must be a finite number > 0, got an integer of "
+                            f"{len(str(abs(value)))} digits") from None
     if not (v > 0 and math.isfinite(v)):
         raise PrivpostError(f"{name} must be a finite number > 0, got {value!r}")
     return v
@@ -498,6 +501,9 @@ def finite_float(name: str, value) -> float:
         v = float(value)
     except (TypeError, ValueError):
         raise PrivpostError(f"{name} must be a number, got {value!r}") from None
+    except OverflowError:           # an integer beyond the float range
+        raise PrivpostError(f"{name} must be finite, got an integer of {len(str(abs(value)))} "
+                            "digits") from None
     if not math.isfinite(v):
         raise PrivpostError(f"{name} must be finite, got {value!r}")
     return v

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import gammainc, gammaincc, gammaincinv, gammainccinv, gammaln, ndtr, ndtri
+from scipy.special import (digamma, gammainc, gammaincc, gammaincinv, gammainccinv, gammaln,
+                           ndtr, ndtri, zeta)
 
 from privpost.errors import DataError, PrivpostError
 from privpost.models.base import (Model, as_rng, float_array, positive_float, positive_int,
@@ -68,8 +69,12 @@ class Dirichlet(Model):
         is Gamma(1, 0.1); p3 is the same family with fitted values).
     prior_corr : (D, D) correlation matrix, optional
         Gaussian-copula prior with the Gamma marginals above (seed 002 prior p4).
-    slice_steps : int >= 1, default 1
-        Slice-sampling sweeps per :meth:`update`.
+    slice_steps : int >= 1, default 20
+        Slice-sampling sweeps per :meth:`update`, all from the same complete-record statistic
+        ``T`` (computed once per update): ``alpha | x`` is strongly correlated across
+        coordinates at large ``n``, so one coordinate-wise sweep moves it little, while a sweep
+        costs ``O(D)`` log-gammas, not ``O(n)``. 20 (issue 22; 1 before) is measured on the ATUS
+        releases (benchmarks/README.md, "ATUS beside SOMA").
     slice_width : float > 0, default 1.0
         Initial interval / hyperrectangle width on the ``log(alpha)`` scale.
     slice_method : {"univariate", "hyperrect"}, default "univariate"
@@ -94,7 +99,7 @@ class Dirichlet(Model):
     records_doc = "rows on the open simplex, shape (n, D)"
 
     def __init__(self, parts: int, prior_shape=1.0, prior_rate=0.1, prior_corr=None,
-                 slice_steps: int = 1, slice_width: float = 1.0,
+                 slice_steps: int = 20, slice_width: float = 1.0,
                  slice_method: str = "univariate", max_steps_out: int = 32):
         D = positive_int("parts", parts, 2)
         self.parts = D
@@ -301,21 +306,27 @@ class Dirichlet(Model):
                 return np.array(u0)
 
     # ------------------------------------------------------------------ non-centred protocol
-    # x = G / sum(G) with G_j = F^{-1}_{alpha_j}(U_j), U_j ~ U(0, 1) i.i.d. (F_a the Gamma(a, 1)
-    # CDF), so U is free of alpha and x = g(alpha, U) ~ Dirichlet(alpha). Given x the gammas are
-    # G = S x with S = sum(G) ~ Gamma(sum alpha) independent of x (Lukacs), so the randomised
-    # innovations U | x, alpha are U_j = F_{alpha_j}(S x_j) with a fresh S (drawn in log space
-    # when sum(alpha) < 1). The random walk runs
-    # on log(alpha) (Jacobian prod_j alpha_j). Numerics: each U is stored as U itself when
-    # F(G) <= 1/2 and as -(1 - U) (the upper tail, from gammaincc) otherwise, so neither tail
-    # loses resolution; the quantile then uses gammaincinv or gammainccinv. Lower-tail values
-    # where G underflows (G < 1e-300, only for small alpha_j) use the exact small-G limit
-    # F_a(G) = G^a / Gamma(a + 1) in log space; rows are normalised by log-sum-exp and floored at
-    # the smallest positive double, as simulate() does.
+    # Partially non-centred (Papaspiliopoulos, Roberts & Skold 2007). Given x and alpha the
+    # gammas are G = S x with S = sum(G) ~ Gamma(sum alpha) independent of x (Lukacs), so a fresh
+    # S (drawn in log space when sum(alpha) < 1) gives G_ij ~ Gamma(alpha_j, 1) independent. The
+    # innovations are the standardised log-gammas u_ij = (log G_ij - mu(alpha_j)) / sigma(alpha_j)
+    # with mu = digamma, sigma = sqrt(trigamma) (mean and sd of log G), and x = g(alpha, u) =
+    # rows of exp(mu + sigma u) normalised (log-sum-exp, floored at the smallest positive double,
+    # as simulate() does). The law of u depends on alpha only through the non-normal shape of
+    # log G; innovations_log_density is that law's log density, which damcmc's move adds to its
+    # acceptance ratio. (The exact transport G = F^{-1}_alpha(U) -- the parametrisation before
+    # issue 22 -- costs n D gamma quantiles per step, about 25 record sweeps; this one costs one
+    # exp per entry.) The random walk runs on log(alpha) (Jacobian prod_j alpha_j).
     interweave_params = ("alpha",)
 
+    @staticmethod
+    def _loc_scale(a):
+        """``(digamma(a), sqrt(trigamma(a)))``, the mean and sd of ``log G``,
+        ``G ~ Gamma(a, 1)``; ``a`` ``(D,)``."""
+        return digamma(a), np.sqrt(zeta(2.0, a))
+
     def innovations(self, params, records, rng=None):
-        """Encoded uniforms ``(n, D)`` float64 (``U`` in ``(0, 1/2]``, else ``-(1 - U)``)."""
+        """Standardised log-gammas ``(n, D)`` float64 (fresh ``S ~ Gamma(sum alpha)``)."""
         rng = as_rng(rng)
         a = np.asarray(params["alpha"], dtype=np.float64)
         x = np.asarray(records, dtype=np.float64)
@@ -325,39 +336,63 @@ class Dirichlet(Model):
             log_s = np.log(rng.standard_gamma(a0, size=n))
         else:   # log S = log G_{a0 + 1} + log(V) / a0 cannot underflow (V = 1 - random in (0, 1])
             log_s = np.log(rng.standard_gamma(a0 + 1.0, size=n)) + np.log1p(-rng.random(n)) / a0
+        mu, sd = self._loc_scale(a)
         with np.errstate(divide="ignore"):
-            log_g = log_s[:, None] + np.log(x)
-        g = np.exp(log_g)
-        lo = gammainc(a, g)
-        enc = np.where(lo <= 0.5, lo, -gammaincc(a, g))
-        small = g < 1e-300
-        if np.any(small):
-            with np.errstate(under="ignore"):
-                tiny = np.exp(a * log_g - gammaln(a + 1.0))
-            enc = np.where(small, tiny, enc)
-        enc = np.where(enc == 0.0, _TINY, enc)       # a zero would map to G = 0 (or infinity)
-        return enc
+            return (log_s[:, None] + np.log(x) - mu) / sd
 
     def from_innovations(self, params, u):
-        """Records ``(n, D)``: ``G_j = F^{-1}_{alpha_j}(U_j)`` normalised, floored at the
+        """Records ``(n, D)``: rows of ``exp(mu_j + sigma_j u_ij)`` normalised, floored at the
         smallest positive double."""
         a = np.asarray(params["alpha"], dtype=np.float64)
         u = np.asarray(u, dtype=np.float64)
-        a2 = np.broadcast_to(a, u.shape)
-        lower = u > 0
-        g = np.where(lower, gammaincinv(a2, np.where(lower, u, 0.5)),
-                     gammainccinv(a2, np.where(lower, 0.5, -u)))
-        with np.errstate(divide="ignore"):
-            log_g = np.log(g)
-            small = lower & ~(g >= 1e-300)
-            if np.any(small):
-                log_g = np.where(small, (np.log(np.where(small, u, 1.0)) + gammaln(a2 + 1.0))
-                                 / a2, log_g)
+        mu, sd = self._loc_scale(a)
+        log_g = mu + sd * u
         log_g -= log_g.max(axis=1, keepdims=True) if u.shape[0] else 0.0
         x = np.exp(log_g)
         x /= x.sum(axis=1, keepdims=True)
         np.maximum(x, _TINY, out=x)
         return x
+
+    def innovations_log_density(self, params, u):
+        """``log p(u | alpha)`` up to a constant free of alpha (``u`` ``(n, D)``): the
+        Gamma(alpha_j, 1) log density of ``log G = mu_j + sigma_j u_ij`` plus ``log sigma_j``,
+        summed; ``-inf`` outside the support."""
+        a = np.asarray(params["alpha"], dtype=np.float64)
+        if not np.all((a > 0) & np.isfinite(a)):
+            return -math.inf
+        u = np.asarray(u, dtype=np.float64)
+        mu, sd = self._loc_scale(a)
+        y = mu + sd * u
+        with np.errstate(over="ignore"):
+            val = float(np.sum(a * y - np.exp(y))
+                        + u.shape[0] * np.sum(np.log(sd) - gammaln(a)))
+        return val if val == val else -math.inf
+
+    #: ``interweave_auto_steps``: moves per iteration when the noise dominates (as damcmc's
+    #: AUTO_COMPILED_STEPS), and the ratio noise / sampling variance from which it does
+    MOVES_WHEN_NOISY = 4
+    NOISY_RATIO = 3.0
+
+    def interweave_auto_steps(self, n, noise_var, params):
+        """damcmc's ``interweave="auto"`` on the compiled driver: ``(moves per iteration,
+        reason)`` for a CensoredLogMean release of ``n`` records with noise variances
+        ``noise_var`` ``(D,)``, judged at the start ``params``.
+
+        The non-centred move pays when the noise hides the records' statistic: the ratio
+        ``r = max_j noise_var_j / A_j``, ``A_j = (trigamma(alpha_j) - trigamma(alpha_0)) / n``
+        the sampling variance of the mean log part ``j``. Measured on the ATUS releases (n =
+        3128, 3528; benchmarks/README.md, "ATUS beside SOMA"): at r = 0.09 (eps = 10) and 1.2
+        (eps = 3) the centred driver (with ``slice_steps`` = 20) had 3.5x and 1.6x the ESS/s of
+        4 moves; at r = 9 (eps = 1) 4 moves had 5x the centred ESS/s. So 0 moves below
+        ``NOISY_RATIO`` = 3, else 4.
+        """
+        a = np.asarray(params["alpha"], dtype=np.float64).reshape(self.parts)
+        A = np.maximum(zeta(2.0, a) - float(zeta(2.0, a.sum())), 1e-300) / float(n)
+        r = float(np.max(np.broadcast_to(np.asarray(noise_var, dtype=np.float64),
+                                         (self.parts,)) / A))
+        k = self.MOVES_WHEN_NOISY if r >= self.NOISY_RATIO else 0
+        return k, (f"noise / sampling variance of the released mean logs {r:.3g} "
+                   f"{'>=' if k else '<'} {self.NOISY_RATIO:g}, Dirichlet.interweave_auto_steps")
 
     def interweave_to_free(self, params):
         """``log(alpha)``, shape ``(D,)``."""
@@ -381,6 +416,20 @@ class Dirichlet(Model):
         with the non-centred move above compiled (models/_compiled_dirichlet_move.py)."""
         from privpost.models import _compiled
         return _compiled.dirichlet(self)
+
+    # ------------------------------------------------------------------ data-driven start
+    def plugin_params(self, query, s, n, rng):
+        """A start for damcmc (:mod:`privpost.inference._start`): Minka's MLE of the released
+        mean logs ``s`` (``(D,)``, CensoredLogMean; the censoring is ignored), or ``None`` when
+        the query is another one or the MLE does not exist (``sum exp(s) >= 1``)."""
+        from privpost.inference.dirichlet_tools import dirichlet_mle
+
+        if getattr(query, "name", None) != "censored_log_mean":
+            return None
+        a = dirichlet_mle(np.asarray(s, dtype=np.float64).reshape(self.parts))
+        if not np.all(np.isfinite(a) & (a > 0)):
+            return None
+        return {"alpha": a}
 
     # ------------------------------------------------------------------ checks
     def validate_records(self, records):
