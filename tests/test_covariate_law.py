@@ -229,3 +229,33 @@ def test_gibbs_ss_refuses_normal_moments_for_non_normal_columns():
                             covariate_bounds=[[0, 1], [0, 4]])
     with pytest.raises(IncompatibleError, match="covariates"):
         pp.infer(good, rel, method="gibbs-ss")
+
+
+def test_cli_declares_covariates_and_reports_a_misfit(tmp_path):
+    from typer.testing import CliRunner
+
+    from privpost.cli import app
+
+    path = tmp_path / "rel.json"
+    _treated_dose_release().save(path)
+    runner = CliRunner()
+
+    def infer(spec, *extra):
+        res = runner.invoke(app, ["infer", str(path), "--model", spec, "--method", "naive",
+                                  "--json", *extra])
+        assert res.exit_code == 0, res.output
+        import json
+
+        return json.loads(res.output)["notes"]
+
+    notes = infer("linear-regression:sigma2=1")
+    assert any(n.startswith("MODEL MISFIT: posterior predictive check") for n in notes)
+    assert any(n.startswith("MODEL MISFIT: covariate model contradicts") for n in notes)
+    notes = infer("linear-regression:sigma2=1,covariates=bernoulli;uniform",
+                  "--option", "predictive_check=false")
+    assert "covariate model: x1 ~ Bernoulli(0.5); x2 ~ U(0, 4) (independent across kinds)" \
+        in notes
+    assert not any("predictive check" in n for n in notes)
+    res = runner.invoke(app, ["infer", str(path), "--model",
+                              "linear-regression:sigma2=1,covariates=bernoulli;unifrm"])
+    assert res.exit_code == 1 and "covariates[1]" in res.output
