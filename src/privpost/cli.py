@@ -664,7 +664,7 @@ def _print_summary(post, level: float = 0.9) -> None:
     from privpost.names import named_text
 
     for note in (named_text(n, post.axes) for n in post.notes):
-        if note.startswith("NOT CONVERGED"):
+        if note.startswith(("NOT CONVERGED", "MODEL MISFIT")):
             out.print(f"[bold white on red]WARNING:[/] [bold red]{escape(note)}[/]", highlight=False)
         else:
             out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
@@ -750,7 +750,7 @@ def infer_cmd(
     """Posterior of a model's parameters given a release."""
     import warnings
 
-    from privpost.errors import ConvergenceWarning
+    from privpost.errors import ConvergenceWarning, ModelFitWarning
 
     from privpost.inference import infer
 
@@ -778,6 +778,7 @@ def infer_cmd(
         preload_cython_blas()
     with warnings.catch_warnings():   # shown highlighted in the table (a note) instead
         warnings.simplefilter("ignore", ConvergenceWarning)
+        warnings.simplefilter("ignore", ModelFitWarning)    # a "MODEL MISFIT" note
         post = infer(mdl, rel, method=method, **options)
     check = None
     if predictive or predictive_plot is not None:

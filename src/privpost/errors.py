@@ -58,3 +58,10 @@ class ConvergenceWarning(UserWarning):
     ESS >= 400; Vehtari et al. 2021): its estimates are unreliable. Issued by the samplers at the
     end of a run (:func:`privpost.diagnostics.flag`); turn it into an error with
     ``warnings.simplefilter("error", ConvergenceWarning)`` or ``privpost infer --strict``."""
+
+
+class ModelFitWarning(UserWarning):
+    """The model does not reproduce the release: the posterior predictive check of the released
+    statistic fails (joint p < 0.01, :mod:`privpost.predictive`), or the model assumes a law the
+    release's description contradicts (e.g. a regression covariate modelled as normal by
+    default). The posterior is exact *for the model*; the model is what is in doubt."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from privpost.errors import IncompatibleError
+from privpost.errors import IncompatibleError, PrivpostError
 
 METHODS: dict[str, str] = {
     "damcmc": "privpost.inference.damcmc:run",
@@ -129,6 +129,68 @@ def infer(model, release, method: str = "damcmc", **options):
     -------
     privpost.Posterior
     """
+    check = options.pop("predictive_check", True)
+    if not isinstance(check, bool):
+        raise PrivpostError(f"predictive_check must be True or False, got {check!r}")
+    return _model_notes(model, release, _infer(model, release, method, options), check)
+
+
+#: replicates of the automatic predictive check of a regression posterior (issue 23)
+CHECK_REPLICATES = 200
+
+
+def _model_notes(model, release, post, check=True):
+    """``post`` with the model's statement of what it assumes (``model.covariate_note()``,
+    LinearRegression's covariate law: issue 23) appended to its notes and, when ``check``, a
+    posterior predictive check of the released statistic (:data:`CHECK_REPLICATES`
+    replicates, fixed seed; :mod:`privpost.predictive`): joint p < 0.01 gives a
+    :class:`~privpost.errors.ModelFitWarning` and a note starting ``"MODEL MISFIT"`` (as does a
+    normal covariate law with less than half its mass inside the release's bounds,
+    ``model.covariate_mismatch``). Other models: ``post`` unchanged."""
+    import warnings
+
+    import numpy as np
+
+    from privpost.errors import ModelFitWarning
+    from privpost.predictive import predictive
+    from privpost.release import Release
+
+    note_of = getattr(model, "covariate_note", None)
+    notes = getattr(post, "notes", None)
+    if not callable(note_of) or not isinstance(notes, list):
+        return post
+    note = note_of()
+    if note not in notes:
+        notes.append(note)
+    mismatch_of = getattr(model, "covariate_mismatch", None)
+    mismatch = mismatch_of(getattr(release, "query", None)) if callable(mismatch_of) else None
+    if mismatch:
+        mismatch = "MODEL MISFIT: " + mismatch
+    if mismatch and mismatch not in notes:
+        notes.append(mismatch)
+        warnings.warn(mismatch, ModelFitWarning, stacklevel=3)
+    if not check or not isinstance(release, Release) or not getattr(post, "n_draws", 0) \
+            or release.mechanism.sensitivity_norm is None:
+        return post
+    try:
+        pc = predictive(post, release, model=model, draws=CHECK_REPLICATES, seed=20231126)
+    except IncompatibleError:    # e.g. a posterior without draws of every parameter
+        return post
+    p = pc.joint_p_value()
+    msg = (f"posterior predictive check of the released statistic: joint p = {p:.3g} "
+           f"({pc.flat.shape[0]} replicates)")
+    if p < 0.01:
+        worst = np.argsort(pc.p_values())[:3]
+        msg = "MODEL MISFIT: " + msg + (
+            " < 0.01: the model does not reproduce the release (worst coordinates: "
+            + ", ".join(f"{pc.labels[i]} p = {pc.p_values()[i]:.3g}" for i in worst)
+            + "); check the covariate model (covariates=...), bounds and priors")
+        warnings.warn(msg, ModelFitWarning, stacklevel=3)
+    notes.append(msg)
+    return post
+
+
+def _infer(model, release, method, options):
     from privpost.limits import check_inference
 
     if (type(release).__name__ == "PenaltyRelease") != (method == "penalty-mcmc"):

@@ -654,6 +654,13 @@ def build_problem(model, release, covariate_moments=None, max_tries=10):
             "this LinearRegression has a NIW hyperprior on the covariate law (parameters m, S), "
             "which gibbs-ss infers with covariate_moments='update'; for 'prior' or 'noisy' use a "
             "model with a fixed covariate law (m=, S=)")
+    law = getattr(model, "_cov", None)
+    if mode == "prior" and law is not None and not law.all_normal:
+        raise IncompatibleError(
+            f"covariates: gibbs-ss with covariate_moments='prior' uses the Isserlis moments of a "
+            f"normal covariate law; this model declares {law.describe()}. Use damcmc (exact, "
+            "any covariate law) or a ReleaseSet with a CovariateMoments release "
+            "(covariate_moments='noisy': released moments, any law)")
     if not niw and mode == "update":
         raise IncompatibleError("covariate_moments='update' needs a model with "
                                 "hyperprior='niw' (the covariate law is fixed in this model)")

@@ -642,6 +642,11 @@ def linear_regression(model):
     beta0 = np.ascontiguousarray(model.beta0, dtype=np.float64).reshape(k)
     m_pos = k if known else k + 1  # index of m (NIW)
     S_pos = m_pos + p
+    # per-column covariate law (privpost.models.covariate_law); all-normal keeps the joint draw
+    law = model._cov
+    mixed = not law.all_normal
+    c_code, c_lo, c_w, c_cum, c_nidx, c_mn, c_Ln = law.compiled_tables()
+    n_norm = c_nidx.size
 
     def build():
         @njit(cache=True, nogil=True)
@@ -686,6 +691,29 @@ def linear_regression(model):
                 m = mvec
                 L = LS
             sd = math.sqrt(sigma2 if known else theta[s_pos])
+            if mixed:
+                zn = np.empty(n_norm)
+                for r in range(out.shape[0]):
+                    for a in range(n_norm):
+                        zn[a] = rng.standard_normal()
+                    for a in range(n_norm):
+                        s = c_mn[a]
+                        for b in range(a + 1):
+                            s += c_Ln[a, b] * zn[b]
+                        out[r, c_nidx[a]] = s
+                    y = theta[0]
+                    for a in range(p):
+                        if c_code[a] == 1:
+                            out[r, a] = c_lo[a] + c_w[a] * rng.random()
+                        elif c_code[a] == 2:
+                            u = rng.random()
+                            j = 0
+                            while j < c_cum.shape[1] - 1 and c_cum[a, j] <= u:
+                                j += 1
+                            out[r, a] = c_lo[a] + j
+                        y += out[r, a] * theta[a + 1]
+                    out[r, p] = y + sd * rng.standard_normal()
+                return
             z = np.empty(k)
             for r in range(out.shape[0]):
                 for c in range(k):
@@ -765,6 +793,9 @@ def linear_regression(model):
     key = ("linear-regression", p, known, sigma2, conj, niw, a0, b0, c0, P0.tobytes(),
            h0.tobytes(), mvec.tobytes(), LS.tobytes(), mu0.tobytes(), kappa0, nu0, Psi0.tobytes(),
            beta0.tobytes())
+    if mixed:   # the covariate law only enters the simulator
+        key += ("covariates", c_code.tobytes(), c_lo.tobytes(), c_w.tobytes(), c_cum.tobytes(),
+                c_cum.shape, c_nidx.tobytes(), c_mn.tobytes(), c_Ln.tobytes())
     return _cached(key, build)
 
 

@@ -83,6 +83,19 @@ class LinearRegression(Model):
     Psi0 : (p, p) SPD, default I
         NIW hyperparameters (only with ``hyperprior="niw"``).
 
+    covariates : None, str or list of p str, default None (every column normal)
+        Per-column covariate law (:mod:`privpost.models.covariate_law`): ``"normal"`` (the
+        normal columns jointly ``N(m_N, S_NN)``), ``"uniform"`` (``U(lo, hi)`` on the column's
+        bounds), ``"bernoulli"`` (values 0/1), ``"categorical"`` (integer levels ``lo..hi``);
+        columns of different kinds independent. Only without ``hyperprior`` unless all normal.
+        The law used is stated in every posterior's notes (:meth:`covariate_note`).
+    covariate_bounds : (p, 2) floats, optional
+        Column bounds; required for uniform / categorical columns (the CLI takes the release's
+        ``bounds_x``).
+    covariate_probs : list of p entries, optional
+        ``None``, a Bernoulli ``q = P(x_j = 1)`` (default 0.5) or a categorical probability
+        vector (default uniform).
+
     Parameters of the model: ``beta`` ``(p+1,)`` (intercept first); ``sigma2`` ``()`` when unknown;
     ``m`` ``(p,)`` and ``S`` ``(p, p)`` with ``hyperprior="niw"``.
 
@@ -100,7 +113,8 @@ class LinearRegression(Model):
     def __init__(self, p: int, sigma2: float | None = None, tau2: float = 4.0, beta0=None,
                  beta_cov=None, a0: float = 2.0, b0: float = 2.0, prior: str = "conjugate",
                  m=None, S=None, hyperprior: str | None = None, mu0=None, kappa0: float = 1.0,
-                 nu0: float | None = None, Psi0=None):
+                 nu0: float | None = None, Psi0=None, covariates=None, covariate_bounds=None,
+                 covariate_probs=None):
         p = positive_int("p", p, 1)
         positive_int("p: (p + 1)^2 covariance entries", (p + 1) ** 2, 1)   # resource limit
         k = p + 1
@@ -155,6 +169,18 @@ class LinearRegression(Model):
             self._iw_log_norm = (0.5 * self.nu0 * logdet_Psi - 0.5 * self.nu0 * p * math.log(2.0)
                                  - multigammaln(0.5 * self.nu0, p))
 
+        from privpost.models.covariate_law import CovariateLaw
+
+        if self.hyperprior is None:
+            self._cov = CovariateLaw(p, covariates, covariate_bounds, covariate_probs, self.m,
+                                     self.S)
+        else:
+            self._cov = CovariateLaw(p, covariates, covariate_bounds, covariate_probs)
+        if self.hyperprior == "niw" and not self._cov.all_normal:
+            raise PrivpostError("covariates: hyperprior='niw' models every covariate as normal; "
+                                f"got covariates={list(self._cov.kinds)} (drop hyperprior, or "
+                                "declare every column 'normal')")
+
         self.param_shapes = {"beta": (k,)}
         if self.sigma2 is None:
             self.param_shapes["sigma2"] = ()
@@ -178,10 +204,51 @@ class LinearRegression(Model):
             d.update(a0=self.a0, b0=self.b0, prior=self.prior)
         if self.hyperprior is None:
             d.update(m=self.m.tolist(), S=self.S.tolist())
+            d.update(self._cov.hyperparameters())
         else:
             d.update(hyperprior="niw", mu0=self.mu0.tolist(), kappa0=self.kappa0, nu0=self.nu0,
                      Psi0=self.Psi0.tolist())
         return d
+
+    def covariate_note(self) -> str:
+        """The covariate law in words, for posterior notes (issue 23: never silent)."""
+        if self.hyperprior == "niw":
+            law = (f"x ~ N_{self.p}(m, S) with a normal-inverse-Wishart hyperprior on (m, S) "
+                   "(every column normal)")
+        elif self._cov.all_normal:
+            law = f"x ~ N_{self.p}(m, S), m = {np.round(self.m, 4).tolist()}, S " + (
+                "= I" if np.array_equal(self.S, np.eye(self.p)) else "as given")
+        else:
+            law = self._cov.describe() + " (independent across kinds)"
+        default = "" if self._cov.declared or self.hyperprior == "niw" else (
+            " [the default: no column types declared; binary, bounded or categorical columns "
+            "need covariates=..., e.g. covariates=bernoulli;uniform]")
+        return f"covariate model: {law}{default}"
+
+    def covariate_mismatch(self, query) -> str | None:
+        """A sentence when the fixed normal law puts less than half of a column's mass inside
+        the release's bounds (``query.bounds_x``), e.g. ``N(0, 1)`` for a column bounded by
+        ``(0, 1)`` (34%): most simulated covariates are then clamped, which real ones are not.
+        ``None`` otherwise (and with ``hyperprior="niw"``, whose ``m, S`` are learned)."""
+        bx = getattr(query, "bounds_x", None)
+        if self.hyperprior is not None or bx is None or len(bx) != self.p:
+            return None
+        def cdf(z):   # standard normal (no scipy: start-up time)
+            return 0.5 * math.erfc(-z / math.sqrt(2.0))
+
+        bad = []
+        for j in self._cov.normal_idx:
+            lo, hi = bx[j]
+            sd = math.sqrt(self.S[j, j])
+            mass = cdf((hi - self.m[j]) / sd) - cdf((lo - self.m[j]) / sd)
+            if mass < 0.5:
+                bad.append(f"x{j + 1} ~ N({self.m[j]:g}, {self.S[j, j]:g}) has {100 * mass:.0f}% "
+                           f"of its mass inside the bounds ({lo:g}, {hi:g})")
+        if not bad:
+            return None
+        return ("covariate model contradicts the release's bounds: " + "; ".join(bad)
+                + ": declare the columns' laws (covariates=bernoulli/uniform/categorical/normal) "
+                "or set m, S")
 
     # ---------------------------------------------------------------- sampling
     def _iw_factor(self, rng, Psi, nu):
@@ -221,6 +288,12 @@ class LinearRegression(Model):
         m, L = self._cov_model(params)
         beta = np.asarray(params["beta"], dtype=np.float64)
         sd = math.sqrt(self.sigma2 if self.sigma2 is not None else float(params["sigma2"]))
+        if not self._cov.all_normal:
+            out = np.empty((n, p + 1))
+            out[:, :p] = self._cov.sample(n, rng)
+            out[:, p] = (beta[0] + out[:, :p] @ beta[1:]
+                         + sd * rng.standard_normal(n))
+            return out
         Z = rng.standard_normal((n, p + 1))
         out = np.empty((n, p + 1))
         x = out[:, :p]
@@ -262,14 +335,17 @@ class LinearRegression(Model):
         r = np.asarray(records, dtype=np.float64)
         p = self.p
         x, y = r[:, :p], r[:, p]
-        if self.hyperprior is None:
-            m, L, half_logdet = self.m, self._LS, self._LS_logdet
+        if not self._cov.all_normal:
+            lx = self._cov.log_density(x)
         else:
-            m = np.asarray(params["m"], dtype=np.float64)
-            L = np.linalg.cholesky(np.asarray(params["S"], dtype=np.float64))
-            half_logdet = float(np.log(np.diag(L)).sum())
-        u = np.linalg.solve(L, (x - m).T)
-        lx = -0.5 * (u * u).sum(axis=0) - half_logdet - 0.5 * p * _LOG_2PI
+            if self.hyperprior is None:
+                m, L, half_logdet = self.m, self._LS, self._LS_logdet
+            else:
+                m = np.asarray(params["m"], dtype=np.float64)
+                L = np.linalg.cholesky(np.asarray(params["S"], dtype=np.float64))
+                half_logdet = float(np.log(np.diag(L)).sum())
+            u = np.linalg.solve(L, (x - m).T)
+            lx = -0.5 * (u * u).sum(axis=0) - half_logdet - 0.5 * p * _LOG_2PI
         beta = np.asarray(params["beta"], dtype=np.float64)
         s2 = self.sigma2 if self.sigma2 is not None else float(params["sigma2"])
         e = y - beta[0] - x @ beta[1:]

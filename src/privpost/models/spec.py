@@ -5,7 +5,9 @@ Dirichlet--categorical ``k``; a regression release's number of predictors is the
 ``p``; naive-Bayes tables fix ``n_classes`` (I) and ``n_levels`` (J_k); a censored log-mean fixes
 the Dirichlet model's ``parts``; a cell-count release fixes the HMM's ``n_levels`` (one feature's ``n_levels=2`` is read as the list ``2;``); marginal
 tables fix the MRF's ``levels`` and (by default) its ``cliques``, which may also be given by
-column name (``cliques=smoke;cough|cough;age``). :func:`model_for_release` fills in what the spec leaves out and
+column name (``cliques=smoke;cough|cough;age``); a regression whose ``covariates=`` declares
+uniform or categorical columns gets ``covariate_bounds`` from the release's ``bounds_x``.
+:func:`model_for_release` fills in what the spec leaves out and
 returns what it filled in, so the CLI can print it::
 
     >>> model, inferred = model_for_release("dirichlet-categorical:alpha=1", release)
@@ -53,6 +55,10 @@ def _inferable(model_name: str, given: dict[str, str], query) -> dict[str, Any]:
     elif model_name == "linear-regression" and qname in ("regression_stats", "covariate_moments"):
         if "p" not in given:
             out["p"] = len(query.bounds_x)
+        # uniform / categorical covariates live on the release's bounds (issue 23)
+        kinds = given.get("covariates", "").lower()
+        if ("uniform" in kinds or "categorical" in kinds) and "covariate_bounds" not in given:
+            out["covariate_bounds"] = [[float(a), float(b)] for a, b in query.bounds_x]
     elif model_name == "naive-bayes" and qname == "naive_bayes_counts":
         if "n_classes" not in given and ";" not in given.get("class_alpha", ""):
             out["n_classes"] = int(query.n_classes)
