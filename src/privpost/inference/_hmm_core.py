@@ -81,6 +81,20 @@ def _draw_from_log(w, K, m, rng):
 
 
 @njit(cache=True, nogil=True)
+def _shuffle(order, J, rng):
+    """``order[:J]`` set to a uniformly random permutation of ``0..J-1`` (Fisher-Yates)."""
+    for j in range(J):
+        order[j] = j
+    for j in range(J - 1, 0, -1):
+        m = int(rng.random() * (j + 1))
+        if m > j:
+            m = j
+        tmp = order[j]
+        order[j] = order[m]
+        order[m] = tmp
+
+
+@njit(cache=True, nogil=True)
 def _shift_transitions(ntr, nout, prev, k, nxt, delta):
     """Add ``delta`` to the transition counts of ``prev -> k`` and (``nxt >= 0``) ``k -> nxt``:
     ``-1`` takes a site's state ``k`` out of ``ntr``/``nout``, ``+1`` puts it back."""
@@ -359,15 +373,7 @@ def count_sweep(z, logtheta, off, levels, counts, obs, w, l2, use, sweeps, rng):
             J = levels[d]
             npairs = 1 if J == 2 else J
             for _s in range(sweeps):
-                for j in range(J):
-                    order[j] = j
-                for j in range(J - 1, 0, -1):
-                    m = int(rng.random() * (j + 1))
-                    if m > j:
-                        m = j
-                    tmp = order[j]
-                    order[j] = order[m]
-                    order[m] = tmp
+                _shuffle(order, J, rng)
                 for t in range(npairs):
                     a = o + order[t]
                     b = o + order[(t + 1) % J]
@@ -721,15 +727,7 @@ def slice_pair_sweeps(conc, a0, p, sweeps, rng):
     J = p.shape[0]
     order = np.empty(J, dtype=np.int64)
     for _ in range(sweeps):
-        for j in range(J):
-            order[j] = j
-        for j in range(J - 1, 0, -1):
-            m = int(rng.random() * (j + 1))
-            if m > j:
-                m = j
-            tmp = order[j]
-            order[j] = order[m]
-            order[m] = tmp
+        _shuffle(order, J, rng)
         for t in range(J):
             i = order[t]
             j = order[(t + 1) % J]
