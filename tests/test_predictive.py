@@ -99,3 +99,15 @@ def test_predictive_rejects_bad_draws(count_release):
                     chains=1, seed=1)
     with pytest.raises(pp.errors.PrivpostError, match="draws"):
         post.predictive(draws=1)
+
+
+def test_print_of_a_check_is_one_short_line(count_release):
+    """``print(check)`` showed the whole dataclass (9.7 kB of arrays for a default check;
+    issue 24); now one line with the replicates, the joint p and the smallest p."""
+    post = pp.infer(pp.models.BetaBernoulli(5000, 10), count_release, method="naive",
+                    draws=500, chains=2, seed=1)
+    check = post.predictive(draws=400, seed=3)
+    text = repr(check)
+    assert str(check) == text and "\n" not in text and len(text) < 200, text
+    assert text.startswith("PredictiveCheck(2 x 200 replicates of 1 released value: joint p = ")
+    assert "(sum(x))" in text

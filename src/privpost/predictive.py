@@ -49,6 +49,17 @@ class PredictiveCheck:
     observed: np.ndarray
     labels: list
 
+    def __repr__(self) -> str:
+        """One line: the replicates, the coordinates and the p-values (not the arrays, which
+        made ``print(check)`` dump kilobytes; issue 24)."""
+        c, m, d = self.replicated.shape
+        p = self.p_values()
+        worst = int(np.argmin(p)) if d else None
+        tail = (f", smallest coordinate p = {p[worst]:.3g} ({self.labels[worst]})"
+                if worst is not None else "")
+        return (f"PredictiveCheck({c} x {m} replicates of {d} released value"
+                f"{'s' if d != 1 else ''}: joint p = {self.joint_p_value():.3g}{tail})")
+
     @property
     def flat(self) -> np.ndarray:
         """Replicates pooled over chains, shape ``(chains * m, d)``."""
