@@ -419,3 +419,23 @@ def test_notes_name_the_entries():
                                       "theta0[smoke=1, cough=0] (ess 3); p[s]; p[7]; xp[0]; "
                                       "beta[0]")
     assert named_text(text, {}) == text
+
+
+def test_compositional_alpha_named_by_part():
+    """A Dirichlet's alpha is named by the parts of its release: the censored mean-log query's
+    columns, in a single release and in a DPss set (whose first release is the score)."""
+    from privpost.compositional import dpss_release
+    from privpost.names import axis_names
+    from privpost.queries import CensoredLogMean
+
+    x = np.random.default_rng(1).dirichlet([2.2, 3.3, 4.4], 300)
+    q = CensoredLogMean(3, 1e-3, 300, columns=["work", "sleep", "leisure"])
+    rel = pp.release(x, query=q, mechanism=pp.mechanisms.Laplace(epsilon=1.0), seed=2)
+    model = pp.models.Dirichlet(3).to_dict()
+    axes = axis_names(model, rel.to_dict(), {"alpha": (3,)})
+    assert axes == {"alpha": [("part", ["work", "sleep", "leisure"], False)]}
+    rs = dpss_release(x, 0.125, 0.375, seed=2, columns=["work", "sleep", "leisure"])
+    got = axis_names(model, rs.to_dict(), {"alpha": (3,)})
+    assert got == {"alpha": [("part", ["work", "sleep", "leisure"], False)]}
+    # wrong variant: another model's parameter, or a shape that does not fit, is not named
+    assert axis_names(model, rel.to_dict(), {"alpha": (4,)}) == {}

@@ -2,8 +2,9 @@
 
 A release carries public names: a histogram's category ``levels``, a query's ``columns``
 (regression covariates, marginal-table variables), a cell-count release's region and time codes
-and level names (``metadata``), a naive-Bayes release's class and feature columns. :func:`axis_names` turns them into one description per parameter
-axis, ``(dim, values, keyed)``, which :class:`privpost.posterior.Posterior` uses everywhere it
+and level names (``metadata``), a naive-Bayes release's class and feature columns, a
+compositional release's parts (the Dirichlet's ``alpha``). :func:`axis_names` turns them into
+one description per parameter axis, ``(dim, values, keyed)``, which :class:`privpost.posterior.Posterior` uses everywhere it
 shows a parameter entry: the summary labels (``p[north]`` instead of ``p[0]``), ``--json``, the
 ArviZ dimensions and coordinates of :meth:`~privpost.posterior.Posterior.to_datatree` and of the
 netCDF file, and the plots. ``keyed`` says whether a label shows the dimension too
@@ -122,6 +123,11 @@ def axis_names(model: dict | None, release: dict | None,
             name = f"q{k + 1}"
             if name in shapes and len(shapes[name]) == 2:
                 put(name, [(cls, _codes(I), True), (str(feat), _codes(shapes[name][1]), True)])
+    elif mtype == "dirichlet" and len(shapes.get("alpha", ())) == 1:
+        D = shapes["alpha"][0]
+        parts = _names(_composition_columns(release), D)
+        if parts:
+            put("alpha", [("part", parts, False)])
     elif qtype == "marginal_tables" and mtype == "mrf":
         cliques = (model or {}).get("cliques") or []
         for j, clique in enumerate(cliques):
@@ -134,6 +140,20 @@ def axis_names(model: dict | None, release: dict | None,
                 continue
             put(name, [(v, _codes(s), True) for v, s in zip(vars_, shapes[name])])
     return out
+
+
+def _composition_columns(release: dict | None):
+    """The part names of a compositional release: the ``columns`` of its censored mean-log
+    query (a single release, or the one in a DPss set, whose first release is the score)."""
+    if not isinstance(release, dict):
+        return None
+    docs = release.get("releases") if isinstance(release.get("releases"), list) else [release]
+    for doc in docs:
+        q = doc.get("query") if isinstance(doc, dict) else None
+        if isinstance(q, dict) and q.get("type") == "censored_log_mean" \
+                and isinstance(q.get("columns"), list):
+            return q["columns"]
+    return None
 
 
 def entry_label(name: str, idx: tuple[int, ...], axes: list[Axis] | None) -> str:
