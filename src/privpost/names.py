@@ -23,24 +23,25 @@ __all__ = ["axis_names", "entry_label", "named_text", "release_query", "release_
 Axis = tuple[str, list, bool]
 
 
-def release_query(release: dict | None) -> dict:
-    """The (first) query description of a release or release-set document (``{}`` if none)."""
+def _first_field(release: dict | None, key: str) -> dict:
+    """Field ``key`` (a dict) of a release document, or of a release set's first release
+    (``{}`` if none)."""
     if not isinstance(release, dict):
         return {}
     if isinstance(release.get("releases"), list) and release["releases"]:
         release = release["releases"][0]
-    q = release.get("query") if isinstance(release, dict) else None
-    return q if isinstance(q, dict) else {}
+    v = release.get(key) if isinstance(release, dict) else None
+    return v if isinstance(v, dict) else {}
+
+
+def release_query(release: dict | None) -> dict:
+    """The (first) query description of a release or release-set document (``{}`` if none)."""
+    return _first_field(release, "query")
 
 
 def release_metadata(release: dict | None) -> dict:
     """The (first) metadata of a release or release-set document (``{}`` if none)."""
-    if not isinstance(release, dict):
-        return {}
-    if isinstance(release.get("releases"), list) and release["releases"]:
-        release = release["releases"][0]
-    m = release.get("metadata") if isinstance(release, dict) else None
-    return m if isinstance(m, dict) else {}
+    return _first_field(release, "metadata")
 
 
 def _codes(n: int) -> list[str]:
