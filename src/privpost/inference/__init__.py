@@ -212,12 +212,13 @@ def _infer(model, release, method, options):
                                 "use method='randomized-response' (exact, with the "
                                 "dirichlet-categorical model)")
     if method == "damcmc":
-        from privpost.inference._count_latent import law_for_options
+        from privpost.inference._count_latent import law_for_options, run_with_options
         from privpost.release import ReleaseSet
 
-        if law_for_options(model, release, options) is not None:   # the count table (§10)
+        law = law_for_options(model, release, options)
+        if law is not None:                                         # the count table (§10)
             check_inference(model, release, method, options, records=False)
-            return run(model, release, **options)
+            return run_with_options(law, model, release, options)   # the law built once
         if isinstance(release, ReleaseSet):  # a release set of the same records: stacked
             from privpost.inference.joint import joint_problem
 

@@ -35,7 +35,7 @@ import numpy as np
 from privpost.errors import IncompatibleError, PrivpostError
 
 __all__ = ["CountLatent", "LATENTS", "NOTE_MARK", "RECORD_OPTIONS", "count_law", "latent_of",
-           "law_for_options", "record_options_set", "run"]
+           "law_for_options", "record_options_set", "run", "RUN_OPTIONS", "run_with_options"]
 
 #: Values of ``damcmc``'s ``latent`` option.
 LATENTS = ("auto", "counts", "records")
@@ -124,6 +124,18 @@ def law_for_options(model, release, options: dict) -> CountLatent | None:
     options among them)."""
     return count_law(model, release, options.get("latent", "auto"),
                      record_options_set(options))
+
+
+#: ``damcmc`` options that the count-table run takes (the others -- ``latent``, ``cores`` and
+#: record-level options left at their defaults -- do not apply to it).
+RUN_OPTIONS = ("draws", "warmup", "chains", "seed", "progress", "max_draws", "max_seconds",
+               "start")
+
+
+def run_with_options(law: CountLatent, model, release, options: dict):
+    """:func:`run` on ``law`` with ``damcmc``'s keyword ``options`` (already checked against
+    ``damcmc.run``'s signature), so that a caller that built ``law`` does not build it again."""
+    return run(law, model, release, **{k: options[k] for k in RUN_OPTIONS if k in options})
 
 
 def _privacy_note(release) -> str | None:

@@ -955,9 +955,9 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         latent=latent, proposal=proposal, init=init, fast_path=fast_path, interweave=interweave,
         sweeps_per_iteration=sweeps_per_iteration, thin=thin))
     if law is not None:
-        return _count_latent.run(law, model, release, draws=draws, warmup=warmup,
-                                 chains=chains, seed=seed, progress=progress,
-                                 max_draws=max_draws, max_seconds=max_seconds, start=start)
+        return _count_latent.run_with_options(law, model, release, dict(
+            draws=draws, warmup=warmup, chains=chains, seed=seed, progress=progress,
+            max_draws=max_draws, max_seconds=max_seconds, start=start))
     reject_release_set("damcmc", release)
     plan = None
     if draws is None or (isinstance(draws, str) and draws == "auto"):
