@@ -232,3 +232,26 @@ def test_declare_marginal_tables_and_censored_log_mean_from_flags(tmp_path):
     assert doc["query"]["threshold"] == 0.01 and doc["query"]["parts"] == 2
     # sensitivity -D log(a) / N = 2 log(100) / 50
     assert doc["mechanism"]["scale"] == pytest.approx(2 * math.log(100) / 50)
+
+
+@pytest.mark.parametrize("command", ["release", "calibrate"])
+def test_a_spec_is_read_within_the_document_limits(files, command):
+    """A --spec file goes through the release reader: above ``max_document_bytes`` it is refused
+    before it is read whole, and an integer of 5,000 digits (which json.loads refuses with a
+    bare ValueError) is a clean error naming --spec."""
+    from privpost import limits
+
+    args = (["release", str(files / "y.csv"), "-o", str(files / "r.json")]
+            if command == "release" else
+            ["calibrate", "--model", "beta-bernoulli:a=1,b=1", "--methods", "naive",
+             "--n", "10", "--epsilon", "1", "--replicates", "2", "--no-progress",
+             "-o", str(files / "cal")])
+    (files / "spec.json").write_text(json.dumps(_SPEC))
+    with limits.limits(max_document_bytes=10):
+        res = runner.invoke(app, args + ["--spec", str(files / "spec.json")])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1 and "--spec" in text and "above the limit" in text, res.output
+    res = runner.invoke(app, args + ["--spec", '{"query": ' + "9" * 5000 + "}"])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 1 and "--spec" in text and "Traceback" not in text, res.output
+    assert not (files / "r.json").exists()

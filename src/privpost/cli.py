@@ -117,35 +117,39 @@ def read_json_option(text: str, option: str) -> Any:
 
     Text starting with ``{`` or ``[`` is read as inline JSON; anything else as the path of a
     file holding JSON. Every failure is a :class:`PrivpostError` naming ``option``: a path that
-    does not exist (and is not JSON), an unreadable file, text that is not valid JSON.
+    does not exist (and is not JSON), an unreadable file or one above ``max_document_bytes``
+    (the release reader, :func:`privpost.release._read_text`), text that is not valid JSON.
     Used by every ``--spec`` (``release``, ``calibrate``) and ``calibrate``'s JSON options.
     """
+    import stat
+
+    from privpost.release import _parse_json, _read_text
+
     raw = text.strip()
     where = option
     if not raw.startswith(("{", "[")):
         path = Path(raw)
         where = f"{option} {raw}"
         try:
-            raw = path.read_text()
+            mode = path.stat().st_mode
         except FileNotFoundError:
             raise PrivpostError(f"{option}: {text!r} is neither an existing file nor inline "
                                 f"JSON (e.g. {option} '{{\"query\": {{...}}, \"mechanism\": "
                                 "{...}}' or a file holding it)") from None
-        except IsADirectoryError:
-            raise PrivpostError(f"{where}: is a directory, not a JSON file") from None
         except OSError as exc:
             raise PrivpostError(f"{where}: cannot read the file ({exc.strerror})") from None
-        except UnicodeDecodeError:
-            raise PrivpostError(f"{where}: the file is not UTF-8 text") from None
         except ValueError as exc:     # e.g. a NUL character in the path
             raise PrivpostError(f"{option}: cannot read {text!r} as a file ({exc})") from None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise PrivpostError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno} column "
-                            f"{exc.colno})") from None
-    except RecursionError:
-        raise PrivpostError(f"{where}: the JSON is nested too deeply") from None
+        if stat.S_ISDIR(mode):
+            raise PrivpostError(f"{where}: is a directory, not a JSON file")
+        try:        # the release reader: size limit (max_document_bytes), UTF-8
+            raw = _read_text(path)
+        except PrivpostError as exc:
+            raise PrivpostError(f"{where}: {exc}") from None
+    try:            # every failure of json.loads (syntax, depth, 4300-digit integers)
+        return _parse_json(raw)
+    except PrivpostError as exc:
+        raise PrivpostError(f"{where}: {exc}") from None
 
 
 def _read_spec(spec: str) -> dict:
