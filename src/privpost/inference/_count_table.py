@@ -45,7 +45,7 @@ from privpost.inference._count_moves import _lgamma_diff, pair_move
 from privpost.inference._damcmc_fast import _iw_adapt
 from privpost.inference._kernels import weights_for
 
-__all__ = ["CountTable", "Coordinates", "pair_sweep", "residuals", "log_eta", "shift_log_ratio",
+__all__ = ["CountTable", "Coordinates", "pair_sweep", "touched", "residuals", "log_eta", "shift_log_ratio",
            "data_table", "project_simplex_int"]
 
 
@@ -82,6 +82,41 @@ def log_eta(r, w, l2):
 
 
 @njit(cache=True, nogil=True)
+def touched(i, j, cell_ptr, cell_coord, cell_coef, r, w, l2, b_idx, b_r, b_v, b_w, b_l2):
+    """The released coordinates a move of units between cells ``i`` and ``j`` changes: fills
+    ``b_idx`` (their indices), ``b_v`` (``v_m = A[m, i] - A[m, j]``, non-zero), ``b_r``,
+    ``b_w``, ``b_l2`` (their residuals, weights, kernel families) and returns their number
+    ``mm`` (the buffers' first ``mm`` entries are in use)."""
+    m = 0
+    for q in range(cell_ptr[i], cell_ptr[i + 1]):
+        b_idx[m] = cell_coord[q]
+        b_v[m] = cell_coef[q]
+        m += 1
+    for q in range(cell_ptr[j], cell_ptr[j + 1]):
+        cc = cell_coord[q]
+        found = False
+        for t in range(m):
+            if b_idx[t] == cc:
+                b_v[t] -= cell_coef[q]
+                found = True
+                break
+        if not found:
+            b_idx[m] = cc
+            b_v[m] = -cell_coef[q]
+            m += 1
+    mm = 0
+    for t in range(m):
+        if b_v[t] != 0.0:
+            b_idx[mm] = b_idx[t]
+            b_v[mm] = b_v[t]
+            b_r[mm] = r[b_idx[t]]
+            b_w[mm] = w[b_idx[t]]
+            b_l2[mm] = l2[b_idx[t]]
+            mm += 1
+    return mm
+
+
+@njit(cache=True, nogil=True)
 def pair_sweep(c, log_p, n_pairs, eligible, cell_grp, grp_ptr, grp_cells, cell_ptr, cell_coord,
                cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w, b_l2, rng):
     """``n_pairs`` exact pair moves on the table ``c`` (updated in place); returns the number of
@@ -108,33 +143,8 @@ def pair_sweep(c, log_p, n_pairs, eligible, cell_grp, grp_ptr, grp_cells, cell_p
             j = grp_cells[g0 + size - 1]
         if log_p[i] == -np.inf or log_p[j] == -np.inf:
             continue        # a zero-probability cell holds 0 units: the conditional is k = 0
-        # coordinates touched: v_m = A[m, i] - A[m, j]
-        m = 0
-        for q in range(cell_ptr[i], cell_ptr[i + 1]):
-            b_idx[m] = cell_coord[q]
-            b_v[m] = cell_coef[q]
-            m += 1
-        for q in range(cell_ptr[j], cell_ptr[j + 1]):
-            cc = cell_coord[q]
-            found = False
-            for t in range(m):
-                if b_idx[t] == cc:
-                    b_v[t] -= cell_coef[q]
-                    found = True
-                    break
-            if not found:
-                b_idx[m] = cc
-                b_v[m] = -cell_coef[q]
-                m += 1
-        mm = 0
-        for t in range(m):
-            if b_v[t] != 0.0:
-                b_idx[mm] = b_idx[t]
-                b_v[mm] = b_v[t]
-                b_r[mm] = r[b_idx[t]]
-                b_w[mm] = w[b_idx[t]]
-                b_l2[mm] = l2[b_idx[t]]
-                mm += 1
+        mm = touched(i, j, cell_ptr, cell_coord, cell_coef, r, w, l2, b_idx, b_r, b_v, b_w,
+                     b_l2)
         k = pair_move(c[i], c[j], log_p[i] - log_p[j], b_r, b_v, b_w, b_l2, mm, rng)
         if k != 0.0:
             c[i] += k

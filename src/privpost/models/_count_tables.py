@@ -318,8 +318,11 @@ def mrf_table(model, release):
     given the model cliques' tables of ``c`` (:meth:`~privpost.models.CliqueMRF.update_counts`,
     the same function of the same statistics as the record-level update). Non-centred move in
     ``v = B' theta``, the coordinates of the identified subspace (the unidentified component is
-    held; unit Jacobian)."""
-    from privpost.inference._count_table import Coordinates, CountTable
+    held; unit Jacobian). Pair moves among occupied cells, ``min(n, J)`` per iteration
+    (:class:`privpost.inference._count_occupied.OccupiedTable`: ``J = 3^10`` cells against
+    ``n = 10^3`` records would otherwise spend almost every move on two empty cells)."""
+    from privpost.inference._count_occupied import OccupiedTable
+    from privpost.inference._count_table import Coordinates
 
     from privpost.models.mrf import CliqueMRF
 
@@ -361,8 +364,10 @@ def mrf_table(model, release):
         return model.unflatten(th + B @ (np.asarray(v, dtype=np.float64) - B.T @ th))
 
     coords = Coordinates.from_releases(rels, blocks)
-    law = CountTable(
-        names=list(model.names), shapes=model.param_shapes, groups=[np.arange(J)], totals=[n],
+    # the shift move's rest cell: the one the release fills most (public, fixed)
+    anchor = int(np.argmax(coords.A.T @ (coords.s / coords.scale)))
+    law = OccupiedTable(
+        names=list(model.names), shapes=model.param_shapes, N=n, anchor=anchor,
         coords=coords, log_probs=log_probs, update=update, prior_sample=model.prior_sample,
         log_prior=model.log_prior, free=(to_free, from_free, lambda params: 0.0),
         table=(f"joint count table c ~ Multinomial(n, p_theta) over the "
