@@ -105,10 +105,14 @@ def point_row(cell: dict, max_em: int = 50) -> dict:
     return out
 
 
-def damcmc_row(cell: dict, *, max_seconds: float, warmup: int = 300, chains: int = 4,
-               n_pairs=None, seed: int = 0, draws_used: int = 400) -> dict:
-    """Count-level damcmc on one cell (module docstring); ``n_pairs``: a cap on the pair moves
-    per iteration (``None``: the table's default ``min(N, J)``; any number keeps the target)."""
+def damcmc_row(cell: dict, *, max_seconds: float | None = None, draws: int | None = None,
+               warmup: int = 300, chains: int = 4, n_pairs=None, seed: int = 0,
+               draws_used: int = 400) -> dict:
+    """Count-level damcmc on one cell (module docstring): ``draws`` kept iterations per chain
+    after ``warmup``, or (``draws=None``) until converged within ``max_seconds``; ``n_pairs``: a
+    cap on the pair moves per iteration (``None``: the table's default ``min(N, J)``; any number
+    keeps the target). ``cpu_s``: the process's CPU seconds of the run (the chains run one after
+    the other in this process, so on a loaded machine this, not the wall time, is the cost)."""
     import warnings
 
     from privpost.diagnostics import summarise, worst
@@ -122,12 +126,14 @@ def damcmc_row(cell: dict, *, max_seconds: float, warmup: int = 300, chains: int
     if n_pairs is not None:
         law.n_pairs = min(int(law.n_pairs), int(n_pairs))
     out["n_pairs"], out["n_shift"] = int(law.n_pairs), int(law.n_shift)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        post = _count_latent.run(law, model, rel, draws=None, warmup=warmup, chains=chains,
-                                 seed=seed, progress=False, max_seconds=max_seconds)
+        post = _count_latent.run(law, model, rel, draws=draws, warmup=warmup, chains=chains,
+                                 seed=seed, progress=False,
+                                 max_seconds=max_seconds if draws is None else None)
     out["damcmc_s"] = time.perf_counter() - t0
+    out["cpu_s"] = time.process_time() - c0
     out["warnings"] = len(caught)
     ess, rh = worst(summarise(post.draws, law.names, cheap=True))
     out["min_ess"], out["max_rhat"], out["converged"] = float(ess), float(rh), \
@@ -171,12 +177,16 @@ def main(argv=None) -> None:
     ap.add_argument("--n-pairs", type=int, default=None,
                     help="cap on the pair moves per iteration (default: the table's min(N, J))")
     ap.add_argument("--chains", type=int, default=4)
+    ap.add_argument("--draws", type=int, default=None,
+                    help="kept iterations per chain (default: until converged, --max-seconds)")
+    ap.add_argument("--structure", default=None, help="only this structure (chain1/chain3/er)")
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--only", default=None, help="structure[,N[,eps]] filter, e.g. chain1,1000")
     a = ap.parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{a.part}.jsonl"
+    path = out / (f"{a.part}.jsonl" if not (a.structure and a.part == "damcmc")
+                  else f"{a.part}-{a.structure}.jsonl")
     done = set()
     if path.exists():
         for line in path.read_text().splitlines():
@@ -185,7 +195,7 @@ def main(argv=None) -> None:
     want = a.only.split(",") if a.only else []
     for cell in cells(FULL, a.seed):
         key = (cell["structure"], cell["N"], cell["epsilon"])
-        if key in done:
+        if key in done or (a.structure and key[0] != a.structure):
             continue
         if want and (want[0] != key[0] or (len(want) > 1 and int(float(want[1])) != key[1])
                      or (len(want) > 2 and float(want[2]) != key[2])):
@@ -193,7 +203,7 @@ def main(argv=None) -> None:
         if a.part == "point":
             row = point_row(cell, a.max_em)
         else:
-            row = damcmc_row(cell, max_seconds=a.max_seconds, warmup=a.warmup,
+            row = damcmc_row(cell, max_seconds=a.max_seconds, draws=a.draws, warmup=a.warmup,
                              chains=a.chains, n_pairs=a.n_pairs, seed=a.seed + len(done))
         row["load"] = [round(v, 2) for v in __import__("os").getloadavg()]
         with path.open("a") as fh:

@@ -162,11 +162,16 @@ class OccupiedTable(CountTable):
       public cell: the mapping must not depend on the chain's state), e.g. the cell the
       release puts most units in, so that it is rarely pushed below zero.
 
+    * ``fit(c, rng) -> params`` (optional): theta of a chain's data-driven start from its start
+      table (e.g. the MRF's ridge MLE given the table's clique counts) instead of one theta
+      update from a prior draw, which for a wide prior leaves the chain a long way to walk. A
+      start does not change the target.
+
     Parameters: those of :class:`CountTable` with ``groups`` and ``totals`` replaced by ``N``
-    (the public total) and ``anchor`` (int).
+    (the public total) and ``anchor`` (int), and ``fit``.
     """
 
-    def __init__(self, *, N, anchor: int, n_pairs=None, n_shift: int = 2, **kw):
+    def __init__(self, *, N, anchor: int, n_pairs=None, n_shift: int = 2, fit=None, **kw):
         J = kw["coords"].A.shape[1]
         anchor = int(anchor)
         if not 0 <= anchor < J:
@@ -182,7 +187,16 @@ class OccupiedTable(CountTable):
             dim = np.asarray(self.free[0](self.prior_sample(np.random.default_rng(0)))).size
             if dim <= MAX_SHIFT_DIM:
                 self.n_shift = int(n_shift)
-        self.shift_dim_ok = self.n_shift > 0
+        self.fit = fit
+
+    def start(self, rng, start: str):
+        """``(params, c)`` of one chain (the parent's, with ``fit`` for ``start="data"``)."""
+        if start == "prior" or self.fit is None:
+            return super().start(rng, start)
+        from privpost.inference._count_table import data_table
+
+        c = data_table(self.coords, self.groups, self.totals, rng)
+        return self.fit(c, rng), c
 
     def chains(self, rngs, start: str) -> list:
         return [OccupiedTableChain(self, rng, start) for rng in rngs]

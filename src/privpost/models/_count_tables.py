@@ -316,7 +316,13 @@ def mrf_table(model, release):
     theta_C[x_C] - A(theta)``. ``A`` (the map, not the log-partition) adds cell ``x`` to the
     released count of ``x_C`` in every released clique table. Theta update: the model's kernel
     given the model cliques' tables of ``c`` (:meth:`~privpost.models.CliqueMRF.update_counts`,
-    the same function of the same statistics as the record-level update). Non-centred move in
+    the same function of the same statistics as the record-level update) with a dense HMC mass
+    matrix computed from ``c`` -- ``B' (N Cov_emp(t)) B + I / sigma^2``, the empirical
+    covariance of the records' one-hot clique cells under the table (a function of the table
+    the update conditions on, so the kernel keeps ``p(theta | c)`` invariant). Measured on §9's
+    chain1, N = 10^3, with ``c`` fixed: bulk ESS of the worst clique marginal 49 against 11 for
+    the default diagonal mass (the Hessian at theta = 0, which overstates the information on
+    cells the data leave nearly empty), 450 iterations from the mode. Non-centred move in
     ``v = B' theta``, the coordinates of the identified subspace (the unidentified component is
     held; unit Jacobian). Pair moves among occupied cells, ``min(n, J)`` per iteration
     (:class:`privpost.inference._count_occupied.OccupiedTable`: ``J = 3^10`` cells against
@@ -350,11 +356,33 @@ def mrf_table(model, release):
         top = lp.max()
         return lp - (top + math.log(np.exp(lp - top).sum()))
 
-    def update(params, c, rng):
-        counts = np.bincount(idx_r, weights=np.repeat(c, m), minlength=model.dim)
-        return model.unflatten(model.update_counts(model.flatten(params), counts, float(n), rng))
-
     B = model.identified_basis()[0]
+    from scipy import sparse
+
+    Am = sparse.csc_matrix((np.ones(J * m), (idx_r, np.repeat(np.arange(J), m))),
+                           shape=(model.dim, J))        # the model's clique map (d, J)
+    prec = np.eye(B.shape[1]) / model.prior_sd ** 2
+
+    def update(params, c, rng):
+        occ = np.flatnonzero(c > 0)
+        Ao = Am[:, occ]
+        counts = Ao @ c[occ]
+        if n > 0:
+            # the table's own information: N Cov_emp(t) = A diag(c) A' - (A c)(A c)' / N
+            H = (Ao.multiply(c[occ]) @ Ao.T).toarray() - np.outer(counts, counts) / n
+            L = np.linalg.cholesky(B.T @ H @ B + prec)
+        else:
+            L = None
+        return model.unflatten(model.update_counts(model.flatten(params), counts, float(n), rng,
+                                                   mass_chol=L))
+
+    def fit(c, rng):
+        # a chain's start: the ridge MLE (ridge 1/(2 sigma^2), the prior's) of the start table
+        from privpost.inference.mrf_methods import fit_mle
+
+        counts = np.bincount(idx_r, weights=np.repeat(c, m), minlength=model.dim)
+        th = fit_mle(model, counts, float(n), 1.0 / (2.0 * model.prior_sd ** 2))
+        return model.unflatten(th)
 
     def to_free(params):
         return B.T @ model.flatten(params)
@@ -369,7 +397,7 @@ def mrf_table(model, release):
     law = OccupiedTable(
         names=list(model.names), shapes=model.param_shapes, N=n, anchor=anchor,
         coords=coords, log_probs=log_probs, update=update, prior_sample=model.prior_sample,
-        log_prior=model.log_prior, free=(to_free, from_free, lambda params: 0.0),
+        log_prior=model.log_prior, free=(to_free, from_free, lambda params: 0.0), fit=fit,
         table=(f"joint count table c ~ Multinomial(n, p_theta) over the "
                f"{' x '.join(map(str, model.levels))} joint values ({J} cells, n = {n}); "
                f"{_conditions(rels)}"))

@@ -285,16 +285,47 @@ class CliqueMRF(Model):
         theta = self.flatten(params)
         return self.unflatten(self.update_counts(theta, counts, N, rng))
 
-    def update_counts(self, theta, counts, N, rng) -> np.ndarray:
+    def update_counts(self, theta, counts, N, rng, mass_chol=None) -> np.ndarray:
         """One kernel step (see the module docstring) given the cell counts ``(d,)`` of ``N``
-        records; returns the new flat ``theta``."""
+        records; returns the new flat ``theta``.
+
+        ``mass_chol``: optional lower Cholesky factor ``(r, r)`` of a dense mass matrix for the
+        HMC step on ``z = B'theta`` instead of the diagonal ``N lambda_k + 1/sigma^2``. Any
+        positive-definite mass that does not depend on ``theta`` keeps the step invariant for
+        ``p(theta | counts)`` (e.g. one computed from the counts being conditioned on:
+        :func:`privpost.models._count_tables.mrf_table`). ``None``: the default step, draw for
+        draw."""
         B, lam = self.identified_basis()
         s = self.prior_sd
         xi = rng.standard_normal(self.dim)
         null = s * (xi - B @ (B.T @ xi))
         z = B.T @ theta
-        minv = 1.0 / (N * lam + 1.0 / s**2)          # inverse diagonal mass
-        p = rng.standard_normal(z.size) / np.sqrt(minv)
+        if mass_chol is None:
+            minv_d = 1.0 / (N * lam + 1.0 / s**2)          # inverse diagonal mass
+            p = rng.standard_normal(z.size) / np.sqrt(minv_d)
+
+            def kinetic(v):
+                return (v * v * minv_d).sum()
+
+            def drift(e, v):
+                return e * minv_d * v
+        else:
+            from scipy.linalg import solve_triangular
+
+            L = np.asarray(mass_chol, dtype=np.float64)
+            if L.shape != (z.size, z.size):
+                raise PrivpostError(f"mass_chol must be ({z.size}, {z.size}), got {L.shape}")
+            p = L @ rng.standard_normal(z.size)
+
+            def minv(v):
+                return solve_triangular(L, solve_triangular(L, v, lower=True), lower=True,
+                                        trans="T")
+
+            def kinetic(v):
+                return float(v @ minv(v))
+
+            def drift(e, v):
+                return e * minv(v)
         eps = self.step_size * rng.uniform(0.8, 1.2)
 
         def logp_grad(z):
@@ -303,16 +334,16 @@ class CliqueMRF(Model):
 
         # the prior term of log_posterior_counts uses ||Bz||^2 = ||z||^2: consistent
         lp0, g = logp_grad(z)
-        h0 = lp0 - 0.5 * (p * p * minv).sum()
+        h0 = lp0 - 0.5 * kinetic(p)
         zn, pn = z.copy(), p.copy()
         pn += 0.5 * eps * g
         for step in range(self.n_leapfrog):
-            zn += eps * minv * pn
+            zn += drift(eps, pn)
             lp1, g = logp_grad(zn)
             if step < self.n_leapfrog - 1:
                 pn += eps * g
         pn += 0.5 * eps * g
-        h1 = lp1 - 0.5 * (pn * pn * minv).sum()
+        h1 = lp1 - 0.5 * kinetic(pn)
         if np.isfinite(h1) and math.log(rng.random()) < h1 - h0:
             z = zn
         return B @ z + null
