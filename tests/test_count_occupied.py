@@ -148,3 +148,60 @@ def test_occupied_table_refuses_bad_anchor_and_total():
         OccupiedTable(N=-1, anchor=0, **kw)
     ok = OccupiedTable(N=3, anchor=5, **kw)
     assert ok.last[0] == 5 and ok.n_pairs == 3
+
+
+def _is_mu(model, counts, N, draws=200_000, seed=0):
+    """Self-normalised IS (prior proposal) of E[mu(theta) | counts] (d,) and its SE (d,):
+    ``p(theta | counts) ∝ N(theta; 0, sigma^2 I) exp(theta' counts - N A(theta))``."""
+    from _mrf_exact import design
+    from scipy.special import logsumexp
+
+    _, D = design(model)
+    rng = np.random.default_rng(seed)
+    th = model.prior_sd * rng.standard_normal((draws, model.dim))
+    lp = th @ D.T
+    a = logsumexp(lp, axis=1)
+    mu = np.exp(lp - a[:, None]) @ D
+    lw = th @ counts - N * a
+    w = np.exp(lw - lw.max())
+    w /= w.sum()
+    m = w @ mu
+    se = np.sqrt((w[:, None] ** 2 * (mu - m) ** 2).sum(0))
+    return m, se
+
+
+def test_mrf_table_theta_update_with_the_table_mass_is_exact():
+    """The MRF table's theta update (HMC with the dense mass computed from the table) leaves
+    p(theta | c) invariant: E[mu | c] against importance sampling with the exact likelihood;
+    WRONG: the same draws against the reference of another table (one unit moved) fail."""
+    law = _law(6, Laplace(epsilon=2.0))
+    model = CliqueMRF([2, 2, 2], CL, prior_sd=1.0)
+    c = np.array([2.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 2.0])
+    from privpost.models._count_tables import joint_domain
+
+    x = np.repeat(joint_domain([2, 2, 2]), c.astype(int), axis=0)
+    counts, N = model.counts(x), float(c.sum())
+    ref, ref_se = _is_mu(model, counts, N)
+    c_w = c.copy()
+    c_w[0] -= 1.0
+    c_w[1] += 1.0
+    x_w = np.repeat(joint_domain([2, 2, 2]), c_w.astype(int), axis=0)
+    wrong, wrong_se = _is_mu(model, model.counts(x_w), N)
+    rng = np.random.default_rng(4)
+    chains = []
+    for _ in range(2):
+        params = model.prior_sample(rng)
+        out = []
+        for t in range(1500):
+            params = law.update(params, c, rng)
+            out.append(model.marginals(model.flatten(params))[1])
+        chains.append(np.array(out)[200:])
+    d = np.stack(chains)                       # (2, S, d)
+    zs, zw = [], []
+    for k in range(0, model.dim, 2):           # one cell of each pair (the other is 1 - it)
+        se = d[..., k].std() / math.sqrt(_ess(d[..., k]))
+        zs.append((d[..., k].mean() - ref[k]) / math.hypot(se, ref_se[k]))
+        zw.append((d[..., k].mean() - wrong[k]) / math.hypot(se, wrong_se[k]))
+    print("z", np.round(zs, 2), "wrong", np.round(zw, 2))
+    assert max(map(abs, zs)) < K_MCSE, zs
+    assert max(map(abs, zw)) > 2 * K_MCSE, zw
