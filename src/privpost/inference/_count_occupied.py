@@ -24,8 +24,9 @@ Exactness: for ``c' != c`` the pair is the only one whose line holds both, and `
 the same at ``c`` and ``c'``, so ``{i, j}`` is in ``P(c)`` and in ``P(c')``. The proposal is
 ``Q(c -> c') = f(c') / M(c)`` and its reverse ``f(c) / M(c')``, so the Metropolis–Hastings
 ratio is ``pi(c') f(c) M(c) / (pi(c) f(c') M(c')) = M(c) / M(c')``: detailed balance for
-``pi``. ``M`` changes only when a move empties or fills a cell (``O`` changes by 1 or 2), and
-``M(c) / M(c') = 1 + O(1 / (J - O))`` then, so rejections are rare unless ``O`` is close to ``J``.
+``pi``. ``M = O (2 J - O - 1) / 2`` changes only when a move empties or fills a cell (``O``
+changes by 1 or 2), by a factor ``1 + O(1 / O)``, so rejections are rare once more than a few
+cells are occupied (measured acceptance 1.000 to three decimals at ``N = 10^3``, ``J = 3^10``).
 Leaving the correction out (``correct=False``, the wrong variant of the tests) gives a chain
 reversible for ``pi(c) M(c)`` instead: it over-weights tables with many occupied cells.
 
