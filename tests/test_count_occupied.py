@@ -5,9 +5,10 @@ eta(s - A c)``, enumerated over every table of ``N`` units in ``J`` cells (a 3-n
 released as its two pairwise tables with Laplace noise: ``J = 8``). The sweep's draws (kept after
 each call of ``n_moves`` moves) must match the enumeration in the mean count of every cell and in
 the law of the number of occupied cells, |z| < K_MCSE from the chain's ESS-based MCSE. Wrong
-variant: the sweep without the ``M(c) / M(c')`` selection correction must fail (its stationary law
-is ``pi(c) M(c)``: it over-weights tables with many occupied cells; |z| about 20 on P(O = 3)). The damcmc end-to-end check against the enumerated private
-posterior of a tiny MRF runs on this move too (``tests/test_damcmc_counts_tables.py::
+variant: the sweep without the ``M(c) / M(c')`` selection correction must fail (its stationary
+law is ``pi(c) M(c)``: it over-weights tables with many occupied cells; |z| about 20 on
+P(O = 3)). The damcmc end-to-end check against the enumerated private posterior of a tiny MRF
+runs on this move too (``tests/test_damcmc_counts_tables.py::
 test_mrf_counts_exact_by_enumeration``: ``mrf_table`` builds an ``OccupiedTable``).
 """
 

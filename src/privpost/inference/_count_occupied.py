@@ -83,8 +83,8 @@ def _unset_occupied(x, occ, pos, n_occ):
 def occupied_sweep(c, log_p, n_moves, cell_ptr, cell_coord, cell_coef, s, w, l2, r, occ, pos,
                    b_idx, b_r, b_v, b_w, b_l2, correct, rng):
     """``n_moves`` pair moves among occupied cells (module docstring) on the table ``c`` of ONE
-    Multinomial group holding every cell (updated in place; no move when ``N = 0``). Returns ``[moves accepted,
-    corrections rejected]`` as a (2,) float64 array.
+    Multinomial group holding every cell (updated in place; no move when ``N = 0``). Returns
+    ``[moves accepted, corrections rejected]`` as a (2,) float64 array.
 
     ``c`` (J,) float64 integer counts; ``log_p`` (J,) log cell probabilities;
     ``cell_ptr`` (J+1,), ``cell_coord`` (nnz,) int64, ``cell_coef`` (nnz,): column ``j`` of
