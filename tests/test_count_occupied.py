@@ -203,6 +203,5 @@ def test_mrf_table_theta_update_with_the_table_mass_is_exact():
         se = d[..., k].std() / math.sqrt(_ess(d[..., k]))
         zs.append((d[..., k].mean() - ref[k]) / math.hypot(se, ref_se[k]))
         zw.append((d[..., k].mean() - wrong[k]) / math.hypot(se, wrong_se[k]))
-    print("z", np.round(zs, 2), "wrong", np.round(zw, 2))
     assert max(map(abs, zs)) < K_MCSE, zs
     assert max(map(abs, zw)) > 2 * K_MCSE, zw
