@@ -376,12 +376,22 @@ def mrf_table(model, release):
         return model.unflatten(model.update_counts(model.flatten(params), counts, float(n), rng,
                                                    mass_chol=L))
 
-    def fit(c, rng):
-        # a chain's start: the ridge MLE (ridge 1/(2 sigma^2), the prior's) of the start table
-        from privpost.inference.mrf_methods import fit_mle
+    def fit(rng):
+        # a chain's start: the naive estimate (projection + ridge MLE, ridge 1/(2 sigma^2), the
+        # prior's) of the first release re-noised with fresh noise of its scale (dispersed)
+        from privpost.errors import PrivpostError
+        from privpost.inference.mrf_methods import naive_estimate
 
-        counts = np.bincount(idx_r, weights=np.repeat(c, m), minlength=model.dim)
-        th = fit_mle(model, counts, float(n), 1.0 / (2.0 * model.prior_sd ** 2))
+        rel0 = rels[0]
+        obs = np.asarray(rel0.observed, dtype=np.float64)
+        sc = np.broadcast_to(np.asarray(rel0.mechanism.scale, dtype=np.float64), obs.shape)
+        noise = rng.standard_normal(obs.shape) if rel0.mechanism.kernel == "l2" else \
+            rng.laplace(0.0, 1.0, obs.shape)
+        try:
+            y = model.release_tables(rel0.query, obs + sc * noise)
+        except PrivpostError:
+            return None             # the release lacks a model clique: the table start
+        th, _ = naive_estimate(model, y, float(max(n, 1)), 1.0 / (2.0 * model.prior_sd ** 2))
         return model.unflatten(th)
 
     def to_free(params):
