@@ -322,7 +322,9 @@ def mrf_table(model, release):
     the update conditions on, so the kernel keeps ``p(theta | c)`` invariant). Measured on §9's
     chain1, N = 10^3, with ``c`` fixed: bulk ESS of the worst clique marginal 49 against 11 for
     the default diagonal mass (the Hessian at theta = 0, which overstates the information on
-    cells the data leave nearly empty), 450 iterations from the mode. Non-centred move in
+    cells the data leave nearly empty), 450 iterations from the mode. Each chain starts at the
+    naive estimate of the release re-noised with fresh noise, its table drawn from the model
+    there (``OccupiedTable``'s ``fit``). Non-centred move in
     ``v = B' theta``, the coordinates of the identified subspace (the unidentified component is
     held; unit Jacobian). Pair moves among occupied cells, ``min(n, J)`` per iteration
     (:class:`privpost.inference._count_occupied.OccupiedTable`: ``J = 3^10`` cells against
