@@ -21,6 +21,8 @@ Every term is concave in ``k`` (``-lgamma(x + 1)`` is concave, ``-|.|`` and ``-(
 affine function are concave), so ``f`` is a discrete log-concave law and is sampled **exactly**,
 tails included, from the whole range (never a truncated window):
 
+0. a range of fewer than :data:`ENUM_MAX` points is enumerated: ``f`` at every point, then
+   inversion of its cdf (exact; cheaper than 1-3 when the cells hold a few units);
 1. the mode ``M``: the forward difference ``D(k) = log f(k+1) - log f(k)`` is non-increasing, so
    ``M`` is the smallest ``k`` with ``D(k) <= 0``; found by a galloping search from the current
    state ``k = 0`` and bisection (``O(log |M|)`` evaluations);
@@ -67,6 +69,11 @@ __all__ = ["pair_move", "log_f", "log_f_rel", "forward_diff", "pmf", "sample_man
 
 # lgamma(a + d) - lgamma(a) by Stirling's series once both arguments are at least this large
 _STIRLING_MIN = 1.0e4
+
+#: Ranges ``[-c_i, c_j]`` with fewer points than this are sampled by enumerating every point
+#: (:func:`_enumerate_draw`; the common case when a table has more cells than units) instead of
+#: the mode search and rejection from the hat, which costs more evaluations of ``log f`` there.
+ENUM_MAX = 16
 
 
 @njit(cache=True, nogil=True)
@@ -235,6 +242,31 @@ def _geom_draw(slope, length, rng):
 
 
 @njit(cache=True, nogil=True)
+def _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng):
+    """An exact draw of ``k`` from ``f`` on a tiny range ``[lo, hi]`` (``hi - lo < ENUM_MAX``,
+    ``lo <= 0 <= hi``): every ``log f(k) - log f(0)`` computed, then inversion of the cdf."""
+    size = int(hi - lo) + 1
+    lf = np.empty(size)
+    top = -np.inf
+    for t in range(size):
+        x = log_f_rel(lo + t, 0.0, ci, cj, dlp, r, v, w, l2, m)
+        lf[t] = x
+        if x > top:
+            top = x
+    tot = 0.0
+    for t in range(size):
+        lf[t] = math.exp(lf[t] - top)
+        tot += lf[t]
+    u = rng.random() * tot
+    acc = 0.0
+    for t in range(size - 1):
+        acc += lf[t]
+        if u < acc:
+            return lo + t
+    return hi
+
+
+@njit(cache=True, nogil=True)
 def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
     """An exact draw of ``k`` from ``f`` on ``[-ci, cj]`` (see the module docstring); returns
     ``k`` as a float64 integer. Units move ``c_i += k``, ``c_j -= k``; the caller updates the
@@ -243,6 +275,8 @@ def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
     hi = cj
     if lo == hi:
         return 0.0
+    if hi - lo < ENUM_MAX:
+        return _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng)
     mode = _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m)
     kr = _drop_point(mode, hi, 1.0, ci, cj, dlp, r, v, w, l2, m)
     kl = _drop_point(mode, lo, -1.0, ci, cj, dlp, r, v, w, l2, m)
