@@ -53,6 +53,9 @@ __all__ = ["CountTable", "Coordinates", "pair_sweep", "residuals", "log_eta", "s
 #: cells (``J`` minus the number of groups) run without it (stated in the notes).
 MAX_SHIFT_DIM = 400
 
+#: Default fraction of the pair moves whose pair is chosen by unit (:func:`pair_sweep`).
+DEFAULT_UNIT_FRAC = 0.5
+
 # ============================================================================================
 # compiled pieces
 # ============================================================================================
@@ -82,66 +85,166 @@ def log_eta(r, w, l2):
 
 
 @njit(cache=True, nogil=True)
-def pair_sweep(c, log_p, n_pairs, eligible, cell_grp, grp_ptr, grp_cells, cell_ptr, cell_coord,
-               cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w, b_l2, rng):
+def _fen_build(c, eligible, fen):
+    """Fenwick (binary indexed) tree ``fen`` (E+1,) over the counts of the eligible cells
+    (``c[eligible[e]]`` at position ``e + 1``); returns their total."""
+    n_el = eligible.shape[0]
+    for e in range(n_el + 1):
+        fen[e] = 0.0
+    for e in range(n_el):
+        x = e + 1
+        val = c[eligible[e]]
+        while x <= n_el:
+            fen[x] += val
+            x += x & (-x)
+    tot = 0.0
+    for e in range(n_el):
+        tot += c[eligible[e]]
+    return tot
+
+
+@njit(cache=True, nogil=True)
+def _fen_add(fen, e, delta):
+    """Add ``delta`` at eligible position ``e`` (0-based)."""
+    n_el = fen.shape[0] - 1
+    x = e + 1
+    while x <= n_el:
+        fen[x] += delta
+        x += x & (-x)
+
+
+@njit(cache=True, nogil=True)
+def _fen_find(fen, u):
+    """The 0-based position ``e`` whose cumulative range ``[F(e), F(e + 1))`` holds ``u``
+    (``0 <= u < total``): the cell of the unit numbered ``u``."""
+    n_el = fen.shape[0] - 1
+    pos = 0
+    step = 1
+    while step * 2 <= n_el:
+        step *= 2
+    while step > 0:
+        nxt = pos + step
+        if nxt <= n_el and fen[nxt] <= u:
+            pos = nxt
+            u -= fen[nxt]
+        step //= 2
+    if pos >= n_el:
+        pos = n_el - 1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _pair_update(i, j, c, log_p, cell_ptr, cell_coord, cell_coef, w, l2, r, b_idx, b_r, b_v,
+                 b_w, b_l2, rng):
+    """The exact pair move between cells ``i`` and ``j`` (:func:`pair_move`); updates ``c`` and
+    the residuals ``r``; returns ``k`` (units moved from ``j`` to ``i``)."""
+    if log_p[i] == -np.inf or log_p[j] == -np.inf:
+        return 0.0          # a zero-probability cell holds 0 units: the conditional is k = 0
+    if c[i] == 0.0 and c[j] == 0.0:
+        return 0.0
+    # coordinates touched: v_m = A[m, i] - A[m, j]
+    m = 0
+    for q in range(cell_ptr[i], cell_ptr[i + 1]):
+        b_idx[m] = cell_coord[q]
+        b_v[m] = cell_coef[q]
+        m += 1
+    for q in range(cell_ptr[j], cell_ptr[j + 1]):
+        cc = cell_coord[q]
+        found = False
+        for t in range(m):
+            if b_idx[t] == cc:
+                b_v[t] -= cell_coef[q]
+                found = True
+                break
+        if not found:
+            b_idx[m] = cc
+            b_v[m] = -cell_coef[q]
+            m += 1
+    mm = 0
+    for t in range(m):
+        if b_v[t] != 0.0:
+            b_idx[mm] = b_idx[t]
+            b_v[mm] = b_v[t]
+            b_r[mm] = r[b_idx[t]]
+            b_w[mm] = w[b_idx[t]]
+            b_l2[mm] = l2[b_idx[t]]
+            mm += 1
+    k = pair_move(c[i], c[j], log_p[i] - log_p[j], b_r, b_v, b_w, b_l2, mm, rng)
+    if k != 0.0:
+        c[i] += k
+        c[j] -= k
+        for t in range(mm):
+            r[b_idx[t]] -= k * b_v[t]
+    return k
+
+
+@njit(cache=True, nogil=True)
+def pair_sweep(c, log_p, n_pairs, unit_frac, eligible, el_pos, fen, cell_grp, grp_ptr,
+               grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w,
+               b_l2, rng):
     """``n_pairs`` exact pair moves on the table ``c`` (updated in place); returns the number of
     units moved (sum of ``|k|``).
 
+    Each move first chooses its unordered pair of cells ``{i, j}`` of one group, then draws the
+    units moved between them from their exact full conditional (:func:`pair_move`). The pair is
+    chosen by one of two schemes, the second with probability ``unit_frac``:
+
+    * **uniform**: ``i`` uniform among the eligible cells, ``j`` uniform among the other cells
+      of its group -- a selection law that does not depend on the state;
+    * **by unit**: a unit uniform among the ``U`` units of the eligible cells (its cell ``j``
+      has probability ``c_j / U``, drawn from a Fenwick tree of the counts), ``i`` uniform
+      among the other ``|g| - 1`` cells of ``j``'s group. The unordered pair ``{i, j}`` is then
+      chosen with probability ``(c_i + c_j) / (U (|g| - 1))``, which depends on the state only
+      through ``c_i + c_j`` and ``U`` -- both unchanged by any move between ``i`` and ``j``. So
+      for every pair ``P`` and states ``c, c'`` on its line, ``pi(c) s(P | c) K_P(c, c') =
+      pi(c') s(P | c') K_P(c', c)``: the state-dependent selection needs no correction. It
+      spends the moves where the units are (at a few units per cell, most uniform pairs are two
+      empty cells and move nothing).
+
+    A constant-probability mixture of the two reversible kernels is reversible.
+
     ``c`` (J,) float64 integer counts; ``log_p`` (J,) log cell probabilities; ``eligible`` (E,)
-    the cells whose group has >= 2 cells; ``cell_grp`` (J,) group of each cell; ``grp_ptr``
-    (G+1,), ``grp_cells`` (J,): the cells of group ``g`` are ``grp_cells[grp_ptr[g]:grp_ptr[g+1]]``;
-    ``cell_ptr`` (J+1,), ``cell_coord`` (nnz,) int64, ``cell_coef`` (nnz,): column ``j`` of ``A``;
-    ``s, w, l2`` (d,): release, kernel weights, kernel family; ``r`` (d,) work (the residuals);
-    ``b_*``: work buffers of length >= the largest number of coordinates two cells touch."""
+    the cells whose group has >= 2 cells, ``el_pos`` (J,) each cell's position in ``eligible``
+    (-1 if none), ``fen`` (E+1,) work (the Fenwick tree); ``cell_grp`` (J,) group of each cell;
+    ``grp_ptr`` (G+1,), ``grp_cells`` (J,): the cells of group ``g`` are
+    ``grp_cells[grp_ptr[g]:grp_ptr[g+1]]``; ``cell_ptr`` (J+1,), ``cell_coord`` (nnz,) int64,
+    ``cell_coef`` (nnz,): column ``j`` of ``A``; ``s, w, l2`` (d,): release, kernel weights,
+    kernel family; ``r`` (d,) work (the residuals); ``b_*``: work buffers of length >= the
+    largest number of coordinates two cells touch."""
     residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
     n_el = eligible.shape[0]
     moved = 0.0
     if n_el == 0:
         return moved
+    units = 0.0
+    if unit_frac > 0.0:
+        units = _fen_build(c, eligible, fen)
     for _ in range(n_pairs):
-        i = eligible[rng.integers(0, n_el)]
-        g = cell_grp[i]
-        g0 = grp_ptr[g]
-        size = grp_ptr[g + 1] - g0
-        j = grp_cells[g0 + rng.integers(0, size - 1)]
-        if j == i:
-            j = grp_cells[g0 + size - 1]
-        if log_p[i] == -np.inf or log_p[j] == -np.inf:
-            continue        # a zero-probability cell holds 0 units: the conditional is k = 0
-        # coordinates touched: v_m = A[m, i] - A[m, j]
-        m = 0
-        for q in range(cell_ptr[i], cell_ptr[i + 1]):
-            b_idx[m] = cell_coord[q]
-            b_v[m] = cell_coef[q]
-            m += 1
-        for q in range(cell_ptr[j], cell_ptr[j + 1]):
-            cc = cell_coord[q]
-            found = False
-            for t in range(m):
-                if b_idx[t] == cc:
-                    b_v[t] -= cell_coef[q]
-                    found = True
-                    break
-            if not found:
-                b_idx[m] = cc
-                b_v[m] = -cell_coef[q]
-                m += 1
-        mm = 0
-        for t in range(m):
-            if b_v[t] != 0.0:
-                b_idx[mm] = b_idx[t]
-                b_v[mm] = b_v[t]
-                b_r[mm] = r[b_idx[t]]
-                b_w[mm] = w[b_idx[t]]
-                b_l2[mm] = l2[b_idx[t]]
-                mm += 1
-        k = pair_move(c[i], c[j], log_p[i] - log_p[j], b_r, b_v, b_w, b_l2, mm, rng)
+        if unit_frac > 0.0 and (unit_frac >= 1.0 or rng.random() < unit_frac):
+            if units <= 0.0:
+                continue        # every eligible cell is empty: every pair move is k = 0
+            j = eligible[_fen_find(fen, np.floor(rng.random() * units))]
+            g = cell_grp[j]
+            g0 = grp_ptr[g]
+            size = grp_ptr[g + 1] - g0
+            i = grp_cells[g0 + rng.integers(0, size - 1)]
+            if i == j:
+                i = grp_cells[g0 + size - 1]
+        else:
+            i = eligible[rng.integers(0, n_el)]
+            g = cell_grp[i]
+            g0 = grp_ptr[g]
+            size = grp_ptr[g + 1] - g0
+            j = grp_cells[g0 + rng.integers(0, size - 1)]
+            if j == i:
+                j = grp_cells[g0 + size - 1]
+        k = _pair_update(i, j, c, log_p, cell_ptr, cell_coord, cell_coef, w, l2, r, b_idx,
+                         b_r, b_v, b_w, b_l2, rng)
         if k != 0.0:
-            c[i] += k
-            c[j] -= k
-            for t in range(mm):
-                r[b_idx[t]] -= k * b_v[t]
             moved += abs(k)
+            if unit_frac > 0.0:
+                _fen_add(fen, el_pos[i], k)
+                _fen_add(fen, el_pos[j], -k)
     return moved
 
 
@@ -188,8 +291,8 @@ def _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng):
 
 
 @njit(cache=True, nogil=True)
-def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, totals, n_pairs, n_shift,
-                         eligible, cell_grp, grp_ptr, grp_cells, last, cell_ptr, cell_coord,
+def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, totals, n_pairs, unit_frac,
+                         n_shift, eligible, el_pos, fen, cell_grp, grp_ptr, grp_cells, last, cell_ptr, cell_coord,
                          cell_coef, s, w, l2, log_const, r, r_new, b_idx, b_r, b_v, b_w, b_l2,
                          c_new, p_new, lp_new, v, vp, z, iw_f, iw_i, mean, m2, chol, counts,
                          out_p, out_log_eta, rng):
@@ -206,8 +309,9 @@ def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, totals, n_pair
     G = grp_ptr.shape[0] - 1
     dim = v.shape[0]
     for t in range(n_iter):
-        pair_sweep(c, lp, n_pairs, eligible, cell_grp, grp_ptr, grp_cells, cell_ptr,
-                   cell_coord, cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w, b_l2, rng)
+        pair_sweep(c, lp, n_pairs, unit_frac, eligible, el_pos, fen, cell_grp, grp_ptr,
+                   grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, r, b_idx, b_r, b_v,
+                   b_w, b_l2, rng)
         _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng)
         if n_shift > 0 and dim > 0:
             # free coordinates and log target at the current p
@@ -467,6 +571,10 @@ class CountTable(CountLatent):
         Pair moves per iteration (default: ``J``, at least 2).
     n_shift : int
         Residual-shift moves per iteration (default 2; 0: none).
+    unit_frac : float in [0, 1] or None
+        Fraction of the pair moves whose pair is chosen by unit (a unit uniform among the
+        table's units, a partner cell uniform in its group; :func:`pair_sweep`), the others by
+        a uniform pair (default :data:`DEFAULT_UNIT_FRAC`).
     dirichlet : tuple ``(alpha, to_params, from_params)`` or None
         For Dirichlet priors on every group's cell probabilities: ``alpha`` (J,) the prior
         concentrations (theta is ``p`` (J,), the update ``Dirichlet(alpha_g + c_g)``), and the
@@ -479,7 +587,7 @@ class CountTable(CountLatent):
 
     def __init__(self, *, names, shapes, groups, totals, coords: Coordinates, log_probs, update,
                  prior_sample, log_prior=None, free=None, table: str = "", n_pairs=None,
-                 n_shift: int = 2, dirichlet=None):
+                 n_shift: int = 2, dirichlet=None, unit_frac=None):
         from privpost.limits import check_latent
 
         self.names = list(names)
@@ -504,6 +612,9 @@ class CountTable(CountLatent):
         self.table = table
         self.stat_names = ("log_eta",)
         self.n_pairs = max(2, J) if n_pairs is None else int(n_pairs)
+        self.unit_frac = DEFAULT_UNIT_FRAC if unit_frac is None else float(unit_frac)
+        if not 0.0 <= self.unit_frac <= 1.0:
+            raise PrivpostError(f"count table: unit_frac must be in [0, 1], got {unit_frac!r}")
         self.n_shift = int(n_shift) if free is not None else 0
         # sparse A by cell
         A = coords.A      # CSC: column j = the released coordinates cell j adds to
@@ -520,6 +631,8 @@ class CountTable(CountLatent):
         self.grp_cells = np.array(gc, dtype=np.int64)
         sizes = np.array([len(g) for g in self.groups], dtype=np.int64)
         self.eligible = np.flatnonzero(sizes[self.cell_grp] > 1).astype(np.int64)
+        self.el_pos = np.full(J, -1, dtype=np.int64)
+        self.el_pos[self.eligible] = np.arange(self.eligible.shape[0], dtype=np.int64)
         nnz = np.diff(self.cell_ptr)
         self.buf = int(2 * nnz.max()) if J else 1
         self.last = np.array([cells[-1] for cells in self.groups], dtype=np.int64)
@@ -609,6 +722,7 @@ class TableChain:
         self.b_idx = np.zeros(b, dtype=np.int64)
         self.b_r, self.b_v, self.b_w = np.zeros(b), np.zeros(b), np.zeros(b)
         self.b_l2 = np.zeros(b, dtype=np.bool_)
+        self.fen = np.zeros(law.eligible.shape[0] + 1)
         self.done = 0
         self.n_stored = 0
         self._blocks = {nm: [] for nm in list(law.names) + ["log_eta"]}
@@ -656,7 +770,8 @@ class TableChain:
 
     def _iterate(self, adapting: bool) -> None:
         law, co = self.law, self.law.coords
-        pair_sweep(self.c, self.lp, law.n_pairs, law.eligible, law.cell_grp, law.grp_ptr,
+        pair_sweep(self.c, self.lp, law.n_pairs, law.unit_frac, law.eligible, law.el_pos,
+                   self.fen, law.cell_grp, law.grp_ptr,
                    law.grp_cells, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2,
                    self.r, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2, self.rng)
         self.params = law.update(self.params, self.c, self.rng)
@@ -718,6 +833,7 @@ class DirichletTableChain(TableChain):
         self.b_idx = np.zeros(b, dtype=np.int64)
         self.b_r, self.b_v, self.b_w = np.zeros(b), np.zeros(b), np.zeros(b)
         self.b_l2 = np.zeros(b, dtype=np.bool_)
+        self.fen = np.zeros(law.eligible.shape[0] + 1)
         self.c_new, self.p_new, self.lp_new = np.zeros(J), np.zeros(J), np.zeros(J)
         dim = J - len(law.groups) if law.n_shift else 0     # no move: no proposal state
         self.v, self.vp, self.z = np.zeros(dim), np.zeros(dim), np.zeros(dim)
@@ -748,7 +864,7 @@ class DirichletTableChain(TableChain):
         out_le = np.empty(k if keep else 0)
         dirichlet_iterations(
             k, keep, not keep, self.c, self.p, self.lp, law.alpha, law.totals, law.n_pairs,
-            law.n_shift, law.eligible, law.cell_grp, law.grp_ptr, law.grp_cells, law.last,
+            law.unit_frac, law.n_shift, law.eligible, law.el_pos, self.fen, law.cell_grp, law.grp_ptr, law.grp_cells, law.last,
             law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2, co.log_const,
             self.r, self.r_new, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2,
             self.c_new, self.p_new, self.lp_new, self.v, self.vp, self.z, self.iw_f, self.iw_i,
