@@ -189,20 +189,42 @@ def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
     return _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m)
 
 
+#: Steps walked one at a time (summing forward differences) from the mode before the search for
+#: the drop point switches to galloping + bisection.
+_WALK = 8
+
+
 @njit(cache=True, nogil=True)
 def _drop_point(mode, end, direction, ci, cj, dlp, r, v, w, l2, m):
     """Nearest ``k`` beyond ``mode`` in ``direction`` (+1 or -1), not past ``end``, with
-    ``log f(k) - log f(mode) <= -1``; ``end + direction`` when there is none. Galloping search +
-    bisection (``log f`` is unimodal, so the drop is monotone beyond the mode)."""
+    ``log f(k) - log f(mode) <= -1``; ``end + direction`` when there is none. The first
+    :data:`_WALK` points are walked (``log f`` by running sums of forward differences: the
+    common narrow case costs two logarithms a step), then galloping search + bisection on
+    ``log_f_rel`` (``log f`` is unimodal, so the drop is monotone beyond the mode). Any point
+    beyond the mode with ``f`` below ``f(mode)`` gives a valid hat (``pair_move``), so the
+    rounding of either way of computing the drop cannot make the draw inexact."""
     if mode == end:
         return end + direction
+    # walk
+    drop = 0.0
+    k = mode
+    for _ in range(_WALK):
+        if k == end:
+            return end + direction
+        if direction > 0.0:
+            drop += forward_diff(k, ci, cj, dlp, r, v, w, l2, m)
+        else:
+            drop -= forward_diff(k - 1.0, ci, cj, dlp, r, v, w, l2, m)
+        k += direction
+        if drop <= -1.0:
+            return k
     if log_f_rel(end, mode, ci, cj, dlp, r, v, w, l2, m) > -1.0:
         return end + direction
     # near: drop > -1 ; far: drop <= -1
-    near = mode
-    step = 1.0
+    near = k
+    step = float(_WALK)
     while True:
-        far = mode + direction * step
+        far = near + direction * step
         if (far - end) * direction >= 0.0:
             far = end
             break
@@ -244,12 +266,14 @@ def _geom_draw(slope, length, rng):
 @njit(cache=True, nogil=True)
 def _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng):
     """An exact draw of ``k`` from ``f`` on a tiny range ``[lo, hi]`` (``hi - lo < ENUM_MAX``,
-    ``lo <= 0 <= hi``): every ``log f(k) - log f(0)`` computed, then inversion of the cdf."""
+    ``lo <= 0 <= hi``): ``log f(k) - log f(lo)`` at every point as the running sum of the
+    forward differences (two logarithms each, no ``lgamma``), then inversion of the cdf."""
     size = int(hi - lo) + 1
     lf = np.empty(size)
-    top = -np.inf
-    for t in range(size):
-        x = log_f_rel(lo + t, 0.0, ci, cj, dlp, r, v, w, l2, m)
+    lf[0] = 0.0
+    top = 0.0
+    for t in range(1, size):
+        x = lf[t - 1] + forward_diff(lo + t - 1.0, ci, cj, dlp, r, v, w, l2, m)
         lf[t] = x
         if x > top:
             top = x
