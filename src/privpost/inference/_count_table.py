@@ -46,7 +46,7 @@ from privpost.inference._damcmc_fast import _iw_adapt
 from privpost.inference._kernels import weights_for
 
 __all__ = ["CountTable", "Coordinates", "pair_sweep", "residuals", "log_eta", "shift_log_ratio",
-           "data_table", "project_simplex_int"]
+           "data_table", "ipf_table", "project_simplex_int"]
 
 
 #: The residual-shift move adapts a dense ``dim x dim`` proposal covariance; tables with more free
@@ -499,16 +499,55 @@ def project_simplex_int(x, total):
     return fl
 
 
+#: Sweeps of iterative proportional fitting in :func:`ipf_table`.
+IPF_SWEEPS = 60
+
+
+def ipf_table(A, s_star, grp_cells: list, totals, sweeps: int = IPF_SWEEPS):
+    """Iterative proportional fitting of a real table to released counts: for ``A`` (d, J) with
+    0/1 entries (marginal-table and naive-Bayes releases), starting from the uniform table of
+    each group, every sweep scales each group to its total and then, row by row, the cells row
+    ``m`` counts by ``max(s*_m, 1/2) / (A c)_m``. The result is the maximum-entropy (product-form)
+    table whose margins are the released ones (Deming & Stephan 1940), a start near the
+    multinomial's mode -- unlike a least-squares table, whose negative cells (clipped) throw the
+    margins off by up to ``~ n`` (measured: 2.5e6 at n = 1e8 on seed 000's naive-Bayes table).
+    Returns the real table (J,)."""
+    A = A.tocsr()
+    J = A.shape[1]
+    target = np.maximum(np.asarray(s_star, dtype=np.float64), 0.5)
+    c = np.zeros(J)
+    for cells, tot in zip(grp_cells, totals):
+        c[cells] = tot / len(cells)
+    rows = [A.indices[A.indptr[m]:A.indptr[m + 1]] for m in range(A.shape[0])]
+    for _ in range(int(sweeps)):
+        for m, cols in enumerate(rows):
+            cur = c[cols].sum()
+            if cur > 0:
+                c[cols] *= target[m] / cur
+        for cells, tot in zip(grp_cells, totals):
+            t = c[cells].sum()
+            c[cells] = c[cells] * (tot / t) if t > 0 else tot / len(cells)
+    return c
+
+
 def data_table(coords: Coordinates, grp_cells: list, totals, rng):
     """A dispersed data-driven start: the release re-noised (fresh noise of each coordinate's
-    scale, Gaussian or Laplace by its family), the least-squares table under the group totals
-    (the totals as heavily weighted rows), projected onto the integer tables of those totals.
+    scale, Gaussian or Laplace by its family), then the table fitted to it under the group
+    totals -- by iterative proportional fitting (:func:`ipf_table`) when ``A`` is a 0/1 matrix
+    touching every cell (marginal tables, naive-Bayes counts, histograms), else by least squares
+    (the totals as heavily weighted rows) -- projected onto the integer tables of those totals.
     Returns ``c`` (J,) float64."""
     A, s = coords.A, coords.s
     sd = np.where(coords.l2, coords.scale, coords.scale * math.sqrt(2.0))
     noise = np.where(coords.l2, rng.standard_normal(s.shape),
                      rng.laplace(0.0, 1.0, s.shape) / math.sqrt(2.0))
     s_star = s + sd * noise
+    if A.nnz and np.all(A.data == 1.0) and np.all(np.diff(A.indptr) > 0):
+        sol = ipf_table(A, s_star, grp_cells, totals)
+        c = np.zeros(A.shape[1])
+        for cells, tot in zip(grp_cells, totals):
+            c[cells] = project_simplex_int(sol[cells], tot)
+        return c
     from scipy import sparse
     from scipy.sparse.linalg import lsqr
 
