@@ -189,7 +189,8 @@ def test_nb_auto_picks_counts_when_n_is_large_against_the_table():
     post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
                     progress=False)
     assert any("latent='counts'" in n for n in post.notes)
-    assert any("joint count table" in n and f"(8 cells, n = {AUTO_RECORDS_PER_CELL * 8})" in n for n in post.notes)
+    assert any("joint count table" in n and f"(8 cells, n = {AUTO_RECORDS_PER_CELL * 8})" in n
+               for n in post.notes)
 
 def test_nb_refuses_huge_joint_tables():
     # 2 classes x 12 features with 4 levels: 2 * 4^12 = 33.5 million joint cells -> records
@@ -249,9 +250,9 @@ def test_mrf_counts_agree_with_records_at_small_n():
 
 
 def test_mrf_table_size_rules():
-    """auto takes the joint table from n = AUTO_RECORDS_PER_CELL * J on; beyond MAX_JOINT_CELLS joint values the pair
-    declares no table (records); the table's A is the released marginals (each cell adds one
-    unit to one cell of every released clique table)."""
+    """auto takes the joint table from n = AUTO_RECORDS_PER_CELL * J on; beyond MAX_JOINT_CELLS
+    joint values the pair declares no table (records); the table's A is the released marginals
+    (each cell adds one unit to one cell of every released clique table)."""
     from privpost.marginal_tables import MarginalTables
     from privpost.release import Release
 

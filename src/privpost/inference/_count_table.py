@@ -11,9 +11,12 @@ The theta-marginal of the chain is the exact private posterior.
 
 One iteration of a chain (each step leaves the target invariant, so their composition does):
 
-1. ``n_pairs`` **pair moves** (compiled, :func:`pair_sweep`): a random cell ``i`` and another cell
-   ``j`` of its group, then ``k`` units moved from ``j`` to ``i`` drawn exactly from their full
-   conditional (:func:`privpost.inference._count_moves.pair_move`; random-scan Gibbs);
+1. ``n_pairs`` **pair moves** (compiled, :func:`pair_sweep`; default :func:`default_pairs`): a
+   pair of cells of one group -- a uniform pair, or (a fraction ``unit_frac`` of the moves) the
+   cell of a unit drawn uniformly among the table's units and a uniform partner, a selection
+   whose probability no move within the pair changes -- then ``k`` units moved between them
+   drawn exactly from their full conditional
+   (:func:`privpost.inference._count_moves.pair_move`; random-scan Gibbs);
 2. the **theta update** given the table (the model's conjugate draw, or any kernel leaving
    ``p(theta | c) ∝ p(theta) prod_g Mult(c_g | p_g(theta))`` invariant);
 3. ``n_shift`` **residual-shift** moves (non-centred; when the model has free coordinates):
@@ -307,10 +310,10 @@ def _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng):
 
 @njit(cache=True, nogil=True)
 def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, totals, n_pairs, unit_frac,
-                         n_shift, eligible, el_pos, fen, cell_grp, grp_ptr, grp_cells, last, cell_ptr, cell_coord,
-                         cell_coef, s, w, l2, log_const, r, r_new, b_idx, b_r, b_v, b_w, b_l2,
-                         c_new, p_new, lp_new, v, vp, z, iw_f, iw_i, mean, m2, chol, counts,
-                         out_p, out_log_eta, rng):
+                         n_shift, eligible, el_pos, fen, cell_grp, grp_ptr, grp_cells, last,
+                         cell_ptr, cell_coord, cell_coef, s, w, l2, log_const, r, r_new, b_idx,
+                         b_r, b_v, b_w, b_l2, c_new, p_new, lp_new, v, vp, z, iw_f, iw_i, mean, m2,
+                         chol, counts, out_p, out_log_eta, rng):
     """``n_iter`` iterations of the count-table chain (module docstring) for Dirichlet priors on
     the groups' cell probabilities (``alpha`` (J,)), entirely compiled: pair sweep, the
     conjugate draw ``p_g ~ Dirichlet(alpha_g + c_g)``, ``n_shift`` residual-shift moves in the
@@ -748,14 +751,15 @@ class CountTable(CountLatent):
         notes = []
         if self.n_shift:
             acc = [r["shift_accept"] for r in results]
-            notes.append(f"count table: {self.n_pairs} exact pair moves, the theta update and "
+            notes.append(f"count table: {self.n_pairs} exact pair moves ({self.unit_frac:.0%} "
+                         "of them chosen by unit), the theta update and "
                          f"{self.n_shift} residual-shift (non-centred) moves per iteration; "
                          f"shift acceptance after warm-up {min(acc):.2f}-{max(acc):.2f}")
         else:
             why = (f" (no non-centred move: more than {MAX_SHIFT_DIM} free cells)"
                    if self.J - len(self.groups) > MAX_SHIFT_DIM else "")
-            notes.append(f"count table: {self.n_pairs} exact pair moves and the theta update "
-                         f"per iteration{why}")
+            notes.append(f"count table: {self.n_pairs} exact pair moves ({self.unit_frac:.0%} "
+                         f"of them chosen by unit) and the theta update per iteration{why}")
         return notes
 
 
@@ -919,11 +923,12 @@ class DirichletTableChain(TableChain):
         out_le = np.empty(k if keep else 0)
         dirichlet_iterations(
             k, keep, not keep, self.c, self.p, self.lp, law.alpha, law.totals, law.n_pairs,
-            law.unit_frac, law.n_shift, law.eligible, law.el_pos, self.fen, law.cell_grp, law.grp_ptr, law.grp_cells, law.last,
-            law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2, co.log_const,
-            self.r, self.r_new, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2,
-            self.c_new, self.p_new, self.lp_new, self.v, self.vp, self.z, self.iw_f, self.iw_i,
-            self.mean, self.m2, self.chol, self.counts, out_p, out_le, self.rng)
+            law.unit_frac, law.n_shift, law.eligible, law.el_pos, self.fen, law.cell_grp,
+            law.grp_ptr, law.grp_cells, law.last, law.cell_ptr, law.cell_coord, law.cell_coef,
+            co.s, co.w, co.l2, co.log_const, self.r, self.r_new, self.b_idx, self.b_r, self.b_v,
+            self.b_w, self.b_l2, self.c_new, self.p_new, self.lp_new, self.v, self.vp, self.z,
+            self.iw_f, self.iw_i, self.mean, self.m2, self.chol, self.counts, out_p, out_le,
+            self.rng)
         self.done += k
         if progress is not None:
             progress(self.done - 1)
