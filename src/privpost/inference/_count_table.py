@@ -62,17 +62,24 @@ def default_pairs(J: int, units: float) -> int:
     of the information about theta and needs ``~J`` moves per iteration to follow it; when the
     cells are large the release pins the table's margins (noise << sqrt of the counts), theta
     hardly depends on the rest of the table, and a tenth of that keeps the same ESS per
-    iteration at a tenth of the cost. Measured (worst ESS of 4 x 1,000 draws, CPU seconds,
-    ``benchmarks/bench_counts.py`` problems): seed 000's naive-Bayes table (J = 1,215) at
-    n = 1e8: J pairs 3,367 in 13.5 s, J/10 3,408 in 5.0 s; at n = 1e6, J/10: 2,393 in 2.3 s; at
-    n = 1e4 (8 units per cell): J pairs 394 in 10.1 s, J/4 104 in 3.3 s, J/10 25 in 1.8 s; the
-    K = 10 histogram at n = 1e8: 10 pairs 3,579, 2 pairs 3,521 at half the time."""
+    iteration at a fraction of the cost. Measured (``benchmarks/bench_count_pairs.py``: worst
+    ESS of 4 x 1,000 draws, CPU seconds; half the pairs chosen by unit): seed 000's naive-Bayes
+    table (J = 1,215) at n = 1e8: J pairs 3,367 in 13.0 s, J/4 3,385 in 3.8 s, J/10 3,408 in
+    2.0 s; at n = 1e6: J 2,876 in 12.4 s, J/10 2,393 in 2.1 s; at n = 1e4 (8 units per cell):
+    J 394 in 9.1 s, J/4 97 in 3.0 s, J/10 35 in 1.7 s; the K = 10 histogram at n = 1e8:
+    10 pairs 3,579 in 0.11 s, 2 pairs 3,521 in 0.05 s (at n = 100, 9 pairs 1,494 in 0.10 s,
+    2 pairs 1,057 in 0.05 s: the rule keeps the safer 9)."""
     f = min(1.0, max(0.1, math.sqrt(8.0 * J / max(units, 1.0))))
     return max(2, int(math.ceil(J * f)))
 
 
-#: Default fraction of the pair moves whose pair is chosen by unit (:func:`pair_sweep`).
-DEFAULT_UNIT_FRAC = 0.5
+#: Default fraction of the pair moves whose pair is chosen by unit (:func:`pair_sweep`). Measured
+#: (``benchmarks/bench_count_pairs.py``, worst ESS of 4 x 1,000 draws at the default number of
+#: pairs; shares 0 / 0.5 / 1): seed 000's naive-Bayes table at n = 100 86 / 98 / 323, at
+#: n = 1e4 - / 394 / 387, at n = 1e8 3,279 / 3,408 / 3,357; the 4-node MRF at n = 100
+#: - / 596 / 700; the K = 10 histogram at n = 100 - / 1,494 / 1,430 (same CPU time). Every cell
+#: still takes part as the uniform partner, so nothing is lost where the units are spread.
+DEFAULT_UNIT_FRAC = 1.0
 
 # ============================================================================================
 # compiled pieces
