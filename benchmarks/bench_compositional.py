@@ -39,7 +39,7 @@ def main() -> None:
     a = ap.parse_args()
 
     import privpost as pp
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
     from privpost.models import Dirichlet
 
     alpha = np.array([2.2, 3.3, 4.4, 5.5, 6.6])

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from privpost.experiments.commands import register
+from privpost.cli.experiments import register
 
 runner = CliRunner()
 

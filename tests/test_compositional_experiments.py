@@ -216,7 +216,7 @@ def test_atus_eps1_share_sets_the_release_split_and_its_own_folder(tmp_path, mon
     """``--eps1-share`` gives the censored statistic that share of epsilon (the seed does not
     state its ATUS split); a folder of default-split runs refuses runs at another split, and
     folders written before the setting existed still match the default."""
-    import privpost.compositional as comp
+    import privpost.releases.dpss as comp
     from privpost.errors import DataError
     from privpost.experiments import guo2023_atus as atus
 

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 import privpost as pp
-from privpost.compositional import dpss_release
+from privpost.releases.dpss import dpss_release
 from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference import damcmc
 from privpost.inference.compositional import (DirichletProposal, dpboots_draws, dpmcmc_posterior,
@@ -25,7 +25,7 @@ from privpost.inference.dirichlet_tools import (censored_mean_logs, censoring_bi
 from privpost.mechanisms import Laplace
 from privpost.models import Dirichlet
 from privpost.queries import CensoredLogMean
-from privpost.release import Release
+from privpost.releases.release import Release
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _compositional_exact import (alpha_grid, censored_n1_loglik, clt_model6_loglik,  # noqa: E402

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 import privpost as pp
 from privpost import diagnostics
-from privpost.compositional import dpss_release, parse_dpss
+from privpost.releases.dpss import dpss_release, parse_dpss
 from privpost.errors import ConvergenceWarning, PrivpostError
 from privpost.inference import _until
 from privpost.inference import compositional_approx as ca

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import privpost as pp
-from privpost.compositional import dpss_release, parse_dpss
+from privpost.releases.dpss import dpss_release, parse_dpss
 from privpost.diagnostics import check
 from privpost.errors import ConvergenceWarning
 from privpost.inference import compositional as comp

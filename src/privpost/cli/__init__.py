@@ -90,7 +90,7 @@ class _ReleaseCommand(typer.core.TyperCommand):
     data_argument = True
 
     def parse_args(self, ctx, args):
-        from privpost.cli_release import split_column_args
+        from privpost.cli.release import split_column_args
 
         takes_value = {o for p in self.params
                        if p.param_type_name == "option" and not getattr(p, "is_flag", False)
@@ -118,12 +118,12 @@ def read_json_option(text: str, option: str) -> Any:
     Text starting with ``{`` or ``[`` is read as inline JSON; anything else as the path of a
     file holding JSON. Every failure is a :class:`PrivpostError` naming ``option``: a path that
     does not exist (and is not JSON), an unreadable file or one above ``max_document_bytes``
-    (the release reader, :func:`privpost.release._read_text`), text that is not valid JSON.
+    (the release reader, :func:`privpost.releases.release._read_text`), text that is not valid JSON.
     Used by every ``--spec`` (``release``, ``calibrate``) and ``calibrate``'s JSON options.
     """
     import stat
 
-    from privpost.release import _parse_json, _read_text
+    from privpost.releases.release import _parse_json, _read_text
 
     raw = text.strip()
     where = option
@@ -162,7 +162,7 @@ def _read_spec(spec: str) -> dict:
 
 def _mechanism_doc(mechanism: str, epsilon, delta, rho, scale, categories=None) -> dict:
     """The mechanism's JSON description from flags; a missing target says what to type."""
-    from privpost.cli_release import MECHANISM_TARGETS
+    from privpost.cli.release import MECHANISM_TARGETS
 
     if mechanism not in MECHANISM_TARGETS:
         raise PrivpostError(f"--mechanism: unknown mechanism {mechanism!r}; type one of "
@@ -265,10 +265,10 @@ def release_cmd(
     Tables of a Markov random field: privpost release survey.csv --query marginal_tables
     --cliques 'smoke,cough;cough,age' --categories 2 --categories age=3 --epsilon 1 -o m.json
     """
-    from privpost.cli_release import columns_needed, parse_cliques, query_doc, read_columns
+    from privpost.cli.release import columns_needed, parse_cliques, query_doc, read_columns
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
-    from privpost.release import release
+    from privpost.releases.release import release
 
     if output is None:
         output = Path(f"{Path(data).stem}-release.json")
@@ -382,8 +382,8 @@ def declare_cmd(
     Example -- an agency published a noisy count of 412.7 with Laplace noise of scale 10 from
     n = 1000 records: privpost declare --query count --value 412.7 --scale 10 --n 1000 -o count.json
     """
-    from privpost.cli_release import parse_cliques, query_doc
-    from privpost.declaration import declare
+    from privpost.cli.release import parse_cliques, query_doc
+    from privpost.releases.declaration import declare
     from privpost.mechanisms import mechanism_from_dict
     from privpost.queries import query_from_dict
 
@@ -439,7 +439,7 @@ def declare_cmd(
 
 def _declare_census(path: Path, n, neighbours: str, output: Path, as_json: bool, given) -> None:
     """``declare --census``: the noisy measurement file's release(s) written as one document."""
-    from privpost.census import read_census
+    from privpost.releases.census import read_census
 
     if given:
         raise PrivpostError(f"{given[0]} cannot be combined with --census (the file states the "
@@ -530,7 +530,7 @@ def inspect_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ):
     """Show what a release says and what it cost in privacy."""
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     doc = _load_release_or_set(path)
     if as_json:
@@ -549,15 +549,15 @@ def inspect_cmd(
 
 def _load_release_or_set(path: Path):
     """A :class:`Release` or, for a document with the release-set schema, a :class:`ReleaseSet`."""
-    from privpost.release import SET_SCHEMA, Release, ReleaseSet
+    from privpost.releases.release import SET_SCHEMA, Release, ReleaseSet
 
-    from privpost.release import _parse_json, _read_text
+    from privpost.releases.release import _parse_json, _read_text
 
     raw = _parse_json(_read_text(path))
     if isinstance(raw, dict) and raw.get("schema") == SET_SCHEMA:
         return ReleaseSet.from_dict(raw)
     if isinstance(raw, dict) and raw.get("schema") == "privpost.census-nmf/1":
-        from privpost.census import census_from_dict   # noisy measurements (docs/interop.md)
+        from privpost.releases.census import census_from_dict   # noisy measurements (docs/interop.md)
 
         return census_from_dict(raw)
     if isinstance(raw, dict) and raw.get("schema") == "privpost.penalty-release/1":
@@ -598,7 +598,7 @@ def bundle_cmd(
     force: bool = typer.Option(False, "--force", help=_FORCE_HELP),
 ):
     """Group several releases of one data set into a release set with its total privacy cost."""
-    from privpost.release import Release, ReleaseSet
+    from privpost.releases.release import Release, ReleaseSet
 
     _check_overwrite(output, force)
     rset = ReleaseSet([Release.load(p) for p in releases], delta=delta, description=description)
@@ -1008,7 +1008,7 @@ def budget_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the shares as JSON."),
 ):
     """Split a privacy budget across several releases of the same records; state the total."""
-    from privpost.budget import split_budget, total_of
+    from privpost.releases.budget import split_budget, total_of
 
     if (epsilon is None) == (rho is None):
         raise PrivpostError("give the total budget: --epsilon E (Laplace family) or --rho R "
@@ -1131,7 +1131,7 @@ def demo_cmd(
 
 
 def _register_experiments() -> None:
-    from privpost.experiments.commands import register
+    from privpost.cli.experiments import register
 
     register(app, handles_errors, out)
 
@@ -1140,13 +1140,13 @@ _register_experiments()
 
 
 def _register_release_cells() -> None:  # per-cell counts for the HMM (seed 004), own module
-    from privpost.cells_cli import register
+    from privpost.cli.cells import register
 
     register(app, handles_errors, out)
 
 
 def _register_compositional() -> None:
-    from privpost.compositional_cli import register
+    from privpost.cli.compositional import register
 
     register(app, handles_errors, out)
 

@@ -57,9 +57,9 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         sequentially, cells in parallel: one Laplace scale 2D/epsilon on every count.
         """
         from privpost.cli import _check_overwrite
-        from privpost.cell_counts import load_long_csv
+        from privpost.queries.cell_counts import load_long_csv
         from privpost.mechanisms import mechanism_from_dict
-        from privpost.release import release
+        from privpost.releases.release import release
 
         _check_overwrite(output, force)
         feats = list(feature)

@@ -24,7 +24,7 @@ def register(app, handles_errors, out) -> None:
         split: Optional[float] = typer.Option(None, help="Data split: fraction (0, 1) of records "
                                               "in D1 (for the p2-p5 priors), or a count >= 1."),
         rule: str = typer.Option("prose", help="Threshold rule: prose (default), prose-upper, "
-                                 "printed (see privpost.compositional.RULES)."),
+                                 "printed (see privpost.releases.dpss.RULES)."),
         thresholds: Optional[str] = typer.Option(None, help="Candidate thresholds, decreasing, "
                                                  "comma-separated (default 0.1,...,1e-6)."),
         seed: Optional[int] = typer.Option(None, help="Seed (testing only; real releases use "
@@ -36,7 +36,7 @@ def register(app, handles_errors, out) -> None:
     ):
         """DPss release (seed 002, Algorithm 1): noisy score, threshold, censored mean-log."""
         from privpost.cli import _check_overwrite
-        from privpost.compositional import DEFAULT_THRESHOLDS, dpss_release, parse_dpss
+        from privpost.releases.dpss import DEFAULT_THRESHOLDS, dpss_release, parse_dpss
         from privpost.io import read_records
 
         _check_overwrite(output, force)

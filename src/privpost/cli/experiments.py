@@ -2,7 +2,7 @@
 
 ``cli.py`` calls :func:`register` with its Typer app, its error decorator and its console::
 
-    from privpost.experiments.commands import register
+    from privpost.cli.experiments import register
     register(app, handles_errors, out)
 """
 

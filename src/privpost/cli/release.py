@@ -142,7 +142,7 @@ def parse_count(text: str, prefix: str = "") -> int:
 def parse_cliques(text: str) -> list[list[str]]:
     """``'smoke,cough;cough,age'`` -> ``[["smoke", "cough"], ["cough", "age"]]`` (column names;
     ``;`` between cliques, ``,`` within one). Duplicates and unknown names are refused by
-    :class:`privpost.marginal_tables.MarginalTables`."""
+    :class:`privpost.queries.marginal_tables.MarginalTables`."""
     cliques = [[v.strip() for v in part.split(",") if v.strip()] for part in text.split(";")]
     cliques = [c for c in cliques if c]
     if not cliques:

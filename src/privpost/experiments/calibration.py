@@ -331,7 +331,7 @@ def run_replicate(task: _Task):
     Deterministic given the task (its ``seed`` and ``replicate``). Returns a DataFrame.
     """
     from privpost.mechanisms import mechanism_from_dict
-    from privpost.release import release as make_release
+    from privpost.releases.release import release as make_release
 
     model = task.model
     raw, truth = _truth(task, model)

@@ -61,10 +61,10 @@ def make_structure(kind: str, T: int, rng, er_p: float = 0.3) -> list[list[int]]
 
 def run_study(settings: dict, seed: int, progress: bool = True) -> list[dict]:
     """Run the study; returns one row per (structure, N, ε, population, noise draw, method)."""
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
-    from privpost.release import release
+    from privpost.releases.release import release
 
     T, K = settings["T"], settings["K"]
     rows = []

@@ -208,7 +208,7 @@ def dp_unit(ctx, data, method: str, r: int) -> dict:
     on it, the decision. Cached in ``runs/<method>/r<r>.json``."""
     import time
 
-    from privpost.compositional import dpss_release, parse_dpss
+    from privpost.releases.dpss import dpss_release, parse_dpss
     from privpost.models import Dirichlet
 
     path = _cache(ctx.outdir, method, f"r{r:04d}.json")
@@ -265,7 +265,7 @@ def benchmark_unit(ctx, data) -> dict:
 def scan_unit(ctx, data, share: float, e: float, r: int) -> list:
     """DPBoots decision (3 bools) at total ``e`` with ``eps1 = share * e`` on scan run ``r``."""
     import privpost as pp
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
     from privpost.models import Dirichlet
 
     path = _cache(ctx.outdir, "scan", f"s{share:g}_e{e:g}_r{r:04d}.json")

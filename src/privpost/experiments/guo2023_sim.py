@@ -133,7 +133,7 @@ def dpss_method(model, release, *, records, dp_method: str, prior=None, split: b
 
     import privpost as pp
     from privpost._rng import as_generator
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
     from privpost.models import Dirichlet
 
     model = Dirichlet(model.parts)
@@ -168,10 +168,10 @@ def threshold_rule_table(alphas, ns, epsilons, reps: int, seed: int, eps2_share:
     score. Returns rows ``[alpha, n, eps, rule, modal a, share of reps at the modal a,
     expected share of censored entries at the modal a]``.
     """
-    from privpost.compositional import DEFAULT_THRESHOLDS, RULES, geometric_margin, select_threshold
+    from privpost.releases.dpss import DEFAULT_THRESHOLDS, RULES, geometric_margin, select_threshold
     from privpost.inference.dirichlet_tools import censoring_proportion
     from privpost.mechanisms import DiscreteLaplace
-    from privpost.queries_score import ThresholdScore
+    from privpost.queries.threshold_score import ThresholdScore
 
     rng = np.random.default_rng(seed)
     rows = []

@@ -89,7 +89,7 @@ def yildirim2016_penalty(ctx):
     from privpost.models import BetaBernoulli
     from privpost.models.penalty_models import BernoulliLogit, LogisticRegressionBounded
     from privpost.queries import Sum
-    from privpost.release import release
+    from privpost.releases.release import release
     from scipy import stats
 
     s = ctx.settings

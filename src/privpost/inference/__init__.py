@@ -57,7 +57,7 @@ ACCEPTS_RELEASE_SET = frozenset({"gibbs-ss"}) | _SEED002_SET_METHODS
 def reject_release_set(method: str, release) -> None:
     """Raise :class:`IncompatibleError` if ``release`` is a :class:`privpost.ReleaseSet`
     (for the methods that take a single Release)."""
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     if isinstance(release, ReleaseSet):
         kinds = ", ".join(f"[{i}] {getattr(r.query, 'name', type(r.query).__name__)}"
@@ -153,7 +153,7 @@ def _model_notes(model, release, post, check=True):
 
     from privpost.errors import ModelFitWarning
     from privpost.predictive import predictive
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     note_of = getattr(model, "covariate_note", None)
     notes = getattr(post, "notes", None)
@@ -213,7 +213,7 @@ def _infer(model, release, method, options):
                                 "dirichlet-categorical model)")
     if method == "damcmc":
         from privpost.inference._count_latent import law_for_options, run_with_options
-        from privpost.release import ReleaseSet
+        from privpost.releases.release import ReleaseSet
 
         law = law_for_options(model, release, options)
         if law is not None:                                         # the count table (§10)

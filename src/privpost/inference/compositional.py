@@ -69,7 +69,7 @@ def _check_model(model):
 
 def _setup(method, model, release, prior):
     """Parse the DPss set and pick the statistic the likelihood uses. Returns (dpss, rel, notes)."""
-    from privpost.compositional import parse_dpss
+    from privpost.releases.dpss import parse_dpss
 
     _check_model(model)
     dpss = parse_dpss(release)
@@ -367,7 +367,7 @@ def pseudo_release(rel, b: int):
     records (query ``n = b``). Only a likelihood device: its stated privacy is not a release's."""
     from privpost.mechanisms import Laplace
     from privpost.queries import CensoredLogMean
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     q = CensoredLogMean(rel.query.parts, rel.query.threshold, b, columns=rel.query.columns)
     mech = Laplace(scale=float(rel.mechanism.scale)).calibrate(q.sensitivity("l1"))
