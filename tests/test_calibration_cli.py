@@ -16,7 +16,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def app():
-    from privpost.cli import handles_errors
+    from privpost.cli._common import handles_errors
 
     a = typer.Typer(add_completion=False)
 

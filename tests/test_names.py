@@ -298,7 +298,7 @@ def test_every_command_prints_warnings_once_without_paths():
     """The decorator every command has (cli.handles_errors) collects what the command warns."""
     import typer
 
-    from privpost.cli import handles_errors
+    from privpost.cli._common import handles_errors
 
     demo = typer.Typer()
 

@@ -64,7 +64,7 @@ def test_help_imports_neither_numpy_nor_scipy():
     mods = _modules_after(_cli("--help"))
     assert "privpost.cli" in mods
     assert _heavy(mods, HEAVY + ("numpy", "privpost.models")) == []
-    assert not {"privpost.release", "privpost.models", "privpost.inference",
+    assert not {"privpost.releases.release", "privpost.models", "privpost.inference",
                 "privpost.experiments.reproduce"} & mods
 
 
@@ -81,7 +81,7 @@ def test_import_privpost_is_light_and_public_api_intact():
 
 def test_inspect_imports_no_scipy(regression_release):
     mods = _modules_after(_cli("inspect", str(regression_release)))
-    assert "privpost.release" in mods
+    assert "privpost.releases.release" in mods
     assert _heavy(mods) == []
 
 
@@ -124,7 +124,7 @@ def test_wrong_variant_a_module_level_import_is_detected(regression_release, tmp
 
 
 def test_shadowed_names_stay_functions_whatever_is_imported_first():
-    code = ("import privpost.experiments.reproduce, privpost.release, sys\n"
+    code = ("import privpost.experiments.reproduce, privpost.releases.release, sys\n"
             "import privpost as pp\n"
             "assert callable(pp.release) and not isinstance(pp.release, type(sys))\n"
             "assert callable(pp.experiments.reproduce)\n"

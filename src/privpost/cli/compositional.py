@@ -35,7 +35,7 @@ def register(app, handles_errors, out) -> None:
                                      "split, threshold, privacy statement)."),
     ):
         """DPss release (seed 002, Algorithm 1): noisy score, threshold, censored mean-log."""
-        from privpost.cli import _check_overwrite
+        from privpost.cli._common import _check_overwrite
         from privpost.releases.dpss import DEFAULT_THRESHOLDS, dpss_release, parse_dpss
         from privpost.io import read_records
 
@@ -60,7 +60,7 @@ def register(app, handles_errors, out) -> None:
         rset.save(output)
         d = parse_dpss(rset)
         if as_json:
-            from privpost.cli import _emit_json, _privacy_statement
+            from privpost.cli._common import _emit_json, _privacy_statement
 
             _emit_json({"output": str(output), "n": d.n,
                         "n1": d.n1 if d.split else None, "n2": d.n2 if d.split else None,
