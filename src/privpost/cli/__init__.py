@@ -41,14 +41,14 @@ compositional.register(app, handles_errors, out)
 
 def main() -> None:  # pragma: no cover - console entry point
     """The ``privpost`` console script: run the command, then exit; after a command that left
-    no file open (``infer``), without the interpreter's teardown (:mod:`privpost._exit`)."""
+    no file open (``infer``), without the interpreter's teardown (:mod:`privpost.cli._exit`)."""
     try:
         app()
     except SystemExit as exc:
         code = exc.code
     else:
         code = 0
-    from privpost._exit import finish
+    from privpost.cli._exit import finish
 
     finish(code)
 

@@ -135,7 +135,7 @@ def infer_cmd(
             options[key] = value
     options.update(_parse_options(option or []))
     if method == "damcmc":   # Numba's BLAS check without importing all of scipy.linalg
-        from privpost._blas_preload import preload_cython_blas
+        from privpost.cli._blas_preload import preload_cython_blas
 
         preload_cython_blas()
     with warnings.catch_warnings():   # shown highlighted in the table (a note) instead
@@ -180,7 +180,7 @@ def infer_cmd(
                 out.print(f"wrote [bold]{path_written}[/]")
     # no file left open (to_netcdf has closed the netCDF file it wrote): may exit quickly
     if predictive_plot is None and plot is None:
-        from privpost._exit import allow
+        from privpost.cli._exit import allow
 
         allow()
     if strict and post.converged is False:
