@@ -19,7 +19,7 @@ from privpost.inference import damcmc
 from privpost.inference.compositional import (DirichletProposal, dpboots_draws, dpmcmc_posterior,
                                               pseudo_release, weighted_model)
 from privpost.inference.compositional_priors import fit_gamma_copula
-from privpost.inference.dirichlet_tools import (censored_mean_logs, censoring_bias,
+from privpost.models.dirichlet_tools import (censored_mean_logs, censoring_bias,
                                                 censoring_proportion, dirichlet_mle,
                                                 expected_mean_log)
 from privpost.mechanisms import Laplace
@@ -405,7 +405,7 @@ def test_dpmcmc_chains_start_dispersed_about_the_mle():
     differ (a shared start hides modes from split R-hat), scatter about MLE(s_L) as the statistic's
     noise does, and are reproducible from the seed. The shared-MLE variant fails the first check."""
     from privpost.inference.compositional import INIT_NOTE, _init_from
-    from privpost.inference.dirichlet_tools import dirichlet_mle
+    from privpost.models.dirichlet_tools import dirichlet_mle
 
     x = np.random.default_rng(3).dirichlet([2.0, 3.0, 4.0], 2000)
     q = CensoredLogMean(3, 1e-3, len(x))

@@ -97,7 +97,7 @@ def _dirichlet_release(alpha=(10.0, 1.4, 14.0), n=800, eps=1.0, seed=5):
 
 
 def test_dirichlet_plugin_start_is_the_mle_of_renoised_releases():
-    from privpost.inference.dirichlet_tools import dirichlet_mle
+    from privpost.models.dirichlet_tools import dirichlet_mle
     from privpost.models import Dirichlet
 
     rel = _dirichlet_release()

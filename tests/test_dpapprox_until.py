@@ -30,7 +30,7 @@ from privpost.errors import ConvergenceWarning, PrivpostError
 from privpost.inference import _until
 from privpost.inference import compositional_approx as ca
 from privpost.inference.compositional import INIT_NOTE
-from privpost.inference.dirichlet_tools import dirichlet_mle
+from privpost.models.dirichlet_tools import dirichlet_mle
 from privpost.models import Dirichlet
 
 from _tolerance import K_MCSE

@@ -63,6 +63,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from privpost.errors import PrivpostError
+from privpost.experiments.uniformity import ks_distance
 
 __all__ = ["calibrate", "CalibrationResult", "MethodSpec", "MissingMethodError", "summarize",
            "run_replicate", "mmd2_unbiased", "pit", "ks_distance", "DEFAULT_METHOD_OPTIONS"]
@@ -194,16 +195,6 @@ def pit(draws: np.ndarray, truth: np.ndarray) -> np.ndarray:
     below = (draws < truth).mean(axis=0)
     ties = (draws == truth).mean(axis=0)
     return below + 0.5 * ties
-
-
-def ks_distance(u) -> float:
-    """Kolmogorov-Smirnov distance ``sup_u |ECDF(u) - u|`` of values in [0, 1] from uniform."""
-    u = np.sort(np.asarray(u, dtype=float))
-    r = u.size
-    if r == 0:
-        return float("nan")
-    i = np.arange(1, r + 1)
-    return float(max(np.max(i / r - u), np.max(u - (i - 1) / r)))
 
 
 def _thin(x: np.ndarray, m: int) -> np.ndarray:

@@ -125,7 +125,7 @@ def report(ctx) -> "object":
     """Runner for :data:`privpost.experiments.reproduce.REPRODUCTIONS`."""
     import pandas as pd
 
-    from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
+    from privpost.experiments._reproduction import ReproductionReport, _md_table, _settings_md
 
     s = ctx.settings
     df = pd.DataFrame(run_study(s, ctx.seed, progress=bool(ctx.run.get("progress", True))))

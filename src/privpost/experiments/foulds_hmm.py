@@ -26,8 +26,8 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp
 
-from privpost.experiments.reproduce import (REPRODUCTIONS, Reproduction, ReproductionReport,
-                                            _Ctx, _md_table, _settings_md)
+from privpost.experiments._reproduction import (Reproduction, ReproductionReport, _Ctx, _md_table,
+                                                _settings_md)
 
 __all__ = ["REPRODUCTION", "heldout_loglik", "heldout_md", "state_calibration",
            "calibration_summary"]
@@ -434,4 +434,3 @@ REPRODUCTION = Reproduction(
                               "warmup": 1000}}},
     _run, 2016)
 
-REPRODUCTIONS[REPRODUCTION.name] = REPRODUCTION

@@ -353,7 +353,7 @@ def _se(p: np.ndarray, R: int) -> np.ndarray:
 
 def atus_report(ctx, methods=DP_METHODS):
     """The report from the cached units (each method over the runs that are complete)."""
-    from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
+    from privpost.experiments._reproduction import ReproductionReport, _md_table, _settings_md
 
     s, eps = ctx.settings, float(ctx.settings["epsilon"])
     sh = float(s.get("eps1_share", 0.25))
@@ -485,7 +485,7 @@ def main(argv=None) -> None:
     Several processes may share one ``--out`` with disjoint ``--methods``."""
     import argparse
 
-    from privpost.experiments.reproduce import _Ctx
+    from privpost.experiments._reproduction import _Ctx
 
     ap = argparse.ArgumentParser(prog="python -m privpost.experiments.guo2023_atus")
     ap.add_argument("--out", required=True)
