@@ -195,7 +195,7 @@ def test_simulation_dp_max_seconds_runs_dpmcmc_until_converged(tmp_path, monkeyp
 
     import sys
 
-    monkeypatch.setattr(sys.modules["privpost.experiments.reproduce"], "_study", fake_study)
+    monkeypatch.setattr(sys.modules["privpost.experiments._reproduction"], "_study", fake_study)
     s = {"alphas": ("alpha1",), "n": (60,), "epsilon": (1e10,), "replicates": 1,
          "methods": ("DPMCMCp1", "DPMCMCp4", "DPapproxp3", "DPreMCMCp4", "DPABCp5"), "draws": 30,
          "warmup": 30, "prior_draws": 40, "dp_max_seconds": 45.0}

@@ -9,7 +9,7 @@ import numpy as np
 
 from privpost._rng import as_generator
 from privpost.errors import IncompatibleError
-from privpost.inference.dirichlet_tools import censored_mean_logs, dirichlet_mle, mle_exists
+from privpost.models.dirichlet_tools import censored_mean_logs, dirichlet_mle, mle_exists
 
 __all__ = ["dpboots_draws", "dpmcmc_posterior", "INIT_NOTE"]
 

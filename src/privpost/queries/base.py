@@ -238,7 +238,7 @@ class Query(abc.ABC):
     def not_covered(self, neighbours: str) -> tuple[str, ...]:
         """Statements of what a release of this query publishes *exactly* -- beyond its noisy
         values and the record count ``n`` -- that its privacy guarantee under ``neighbours``
-        does not cover (e.g. :class:`~privpost.cell_counts.CellCounts`' cell sizes). Printed next
+        does not cover (e.g. :class:`~privpost.queries.cell_counts.CellCounts`' cell sizes). Printed next
         to the guarantee by every command that states it. Default: nothing."""
         return ()
 
