@@ -102,6 +102,9 @@ class _DeclareCommand(_ReleaseCommand):
     data_argument = False
 
 
+from privpost.cli_methods import InferCommand as _InferCommand  # noqa: E402 (--method help)
+
+
 def _parse_bounds(text: str) -> tuple[float, float]:
     """``'LOW,HIGH'`` -> (low, high), both finite, low < high."""
     try:
@@ -706,12 +709,12 @@ def _model_for(spec: str, rel, quiet: bool = False):
     return mdl, inferred
 
 
-@app.command("infer")
+@app.command("infer", cls=_InferCommand)
 @handles_errors
 def infer_cmd(
     path: Path = typer.Argument(..., help="Release (or release set) JSON file."),
     model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
-    method: str = typer.Option("damcmc", help="damcmc, gibbs-ss, naive."),
+    method: str = typer.Option("damcmc", help="(the registry's methods: privpost methods)"),
     draws: Optional[int] = typer.Option(None, min=1, help="Draws per chain. Default: damcmc, "
                                         "dpmcmc, dpremcmc, dpapprox, randomized-response, "
                                         "nonprivate (non-conjugate models) and the HMM samplers "
@@ -1151,8 +1154,15 @@ def _register_compositional() -> None:
     register(app, handles_errors, out)
 
 
+def _register_methods() -> None:
+    from privpost.cli_methods import register
+
+    register(app, handles_errors, out)
+
+
 _register_release_cells()
 _register_compositional()
+_register_methods()
 
 
 def main() -> None:  # pragma: no cover - console entry point
