@@ -682,13 +682,15 @@ def check_options(spec: Method, route: Route, options: dict) -> None:
     :class:`PrivpostError`, never a ``TypeError``."""
     valid = sorted(o.name for o in route.options)
     listing = ", ".join(valid)
-    for key in options:
-        opt = route.option(key) if isinstance(key, str) else None
-        if opt is None:
-            close = difflib.get_close_matches(str(key), valid, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise IncompatibleError(f"method {spec.name!r} has no option {str(key)[:80]!r}"
-                                    f"{hint}; its options: {listing}")
+    unknown = [str(k)[:80] for k in options
+               if not isinstance(k, str) or route.option(k) is None]
+    if unknown:
+        key = unknown[0]
+        close = difflib.get_close_matches(key, valid, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise IncompatibleError(f"method {spec.name!r} has no option {key!r}{hint}; its "
+                                f"options: {listing} (unexpected option(s): "
+                                f"{', '.join(unknown[:10])})")
     for key, value in options.items():
         opt = route.option(key)
         if opt.name == "seed":
