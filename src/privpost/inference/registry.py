@@ -278,6 +278,8 @@ def _damcmc_options(source=None):
 
 
 def _hmm_options(method: str) -> tuple[Option, ...]:
+    """The HMM samplers' options (one entry point for the four methods, so one list: the
+    entry point refuses the damcmc-only ones for the others, naming them)."""
     opts = _sampler(draws_none=True, warmup_none=True, chains_none=True) + (
         SEED, PROGRESS,
         Option("heldout", (Type.ANY,), "held-out cells for predictive scoring", none=True),
@@ -287,21 +289,16 @@ def _hmm_options(method: str) -> tuple[Option, ...]:
         Option("relabel", (Type.STR, Type.BOOL), "relabelling of the symmetric states",
                choices=("draws", "chains"), none=True),
         _str("z_sampler", "state-sequence update", ("collapsed", "ffbs", "marginal")))
-    if method == "damcmc":
-        opts += (_int("record_sweeps", "sweeps over the latent reports (latent='records')", 1,
-                      none=True),
-                 _str("latent", "count-level (default) or record-level latent",
-                      ("auto", "counts", "records")),
-                 _int("count_sweeps", "count-table sweeps per iteration", 1, none=True),
-                 _bool("count_shift", "the count-table shift move"))
-    if method in ("ops", "nonprivate"):
-        opts += (RECORDS,)
-    if method == "ops":
-        opts += (_num("epsilon", "OPS privacy parameter", 0, none=True, open_minimum=True),
-                 _num("M", "OPS truncation of the emission log-likelihood", 0,
-                      open_minimum=True),
-                 _str("keep", "which OPS state is released", ("last", "all")),
-                 _bool("diagnose", "diagnostics of the OPS chains"))
+    opts += (_int("record_sweeps", "damcmc: sweeps over the latent reports", 1, none=True),
+             _str("latent", "damcmc: count-level (default) or record-level latent",
+                  ("auto", "counts", "records")),
+             _int("count_sweeps", "damcmc: count-table sweeps per iteration", 1, none=True),
+             _bool("count_shift", "damcmc: the count-table shift move"),
+             RECORDS,
+             _num("epsilon", "ops: privacy parameter", 0, none=True, open_minimum=True),
+             _num("M", "ops: truncation of the emission log-likelihood", 0, open_minimum=True),
+             _str("keep", "ops: which state is released", ("last", "all")),
+             _bool("diagnose", "convergence diagnostics of the chains"))
     return opts
 
 
