@@ -24,13 +24,26 @@ def method_help() -> str:
             "`privpost methods` lists what each reads and its options.")
 
 
+def draws_help() -> str:
+    """The help of ``privpost infer --draws``, from the registry's lengths."""
+    from privpost.inference.registry import until_converged
+
+    return (f"Draws per chain. Default: {until_converged()} run until R-hat <= 1.01 and "
+            "ESS >= 400 (or their budget, --option max_seconds=...), as do dpabc's p5 prior "
+            "chains (--option p5_options=...); the other methods their own fixed size "
+            "(privpost methods --json lists every default).")
+
+
 class InferCommand(typer.core.TyperCommand):
-    """``infer``: its ``--method`` help is the registry's method list (filled in on demand)."""
+    """``infer``: its ``--method`` and ``--draws`` help come from the registry (filled in when
+    help is shown, so that building the CLI imports nothing of ``privpost.inference``)."""
 
     def format_help(self, ctx, formatter):
         for p in self.params:
             if getattr(p, "name", None) == "method":
                 p.help = method_help()
+            elif getattr(p, "name", None) == "draws":
+                p.help = draws_help()
         return super().format_help(ctx, formatter)
 
 

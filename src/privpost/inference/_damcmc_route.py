@@ -34,5 +34,3 @@ def run(model, release, **options):
     check_inference(model, release, "damcmc", options)   # resource limits, before allocation
     return damcmc.run(model, release, **options)
 
-
-run.forwards_options_to = "privpost.inference.damcmc:run"

@@ -86,6 +86,9 @@ class Length(enum.Enum):
     UNTIL_CONVERGED = ("until-converged", "without draws=: rounds until split R-hat <= 1.01 and "
                        "bulk/tail ESS >= 400 or max_draws / max_seconds run out; draws=N: fixed")
     FIXED = ("fixed", "draws per chain as given (default from the signature)")
+    CONJUGATE_FIXED = ("fixed-if-conjugate", "a conjugate model (model.conjugate): independent "
+                       "draws, a fixed number; any other model: until converged, as "
+                       "until-converged")
     PRIVACY_FIXED = ("privacy-fixed", "set by the privacy budget (each draw or iteration is paid "
                      "for in privacy)")
     OPTIMISER = ("optimiser", "a point estimate: iterates to a tolerance or an iteration cap")
@@ -323,8 +326,11 @@ def _dpss_route(target, options, length) -> Route:
 
 
 REGISTRY: tuple[Method, ...] = (
-    Method("damcmc", "data augmentation MCMC: imputes the confidential records, or the count "
-           "table when the (model, query) pair has one", True,
+    Method("damcmc", "data augmentation MCMC: imputes the confidential records (compiled "
+           "record sweeps); for counts (a 0/1 `Sum`/`Mean`, a `Histogram`, a set of releases "
+           "of one table, marginal tables, HMM cells) the true count table instead, at a cost "
+           "independent of n (`docs/census_scale.md`; `latent=\"records\"` keeps the records)",
+           True,
            "the whole release (any record-additive mechanism); release sets: every release",
            "Ju, Awan, Gong & Rao (seed 000); Foulds et al. (seed 004) for the HMM",
            (_hmm_route("damcmc"),
@@ -352,7 +358,7 @@ REGISTRY: tuple[Method, ...] = (
                             source="privpost.inference._gibbs_regression:run")),
                   Length.FIXED))),
     Method("naive", "plug the noisy statistic into the conjugate update (projections in the "
-           "notes); MRF: the noise-naive MLE", False,
+           "notes); MRF: the noise-naive MLE; HMM cells: `docs/hmm.md`", False,
            "ignores the privacy noise (a baseline)", "Foulds et al. (seed 004)",
            (_hmm_route("naive"),
             Route(frozenset({ModelKind.MRF}), frozenset({ReleaseKind.MARGINAL_TABLES}),
@@ -375,7 +381,7 @@ REGISTRY: tuple[Method, ...] = (
                       SEED, PROGRESS,
                       _bool("clamp", "clamp the records to the release's bounds first"),
                       MAX_DRAWS, MAX_SECONDS),
-                  Length.UNTIL_CONVERGED, Records.REQUIRED))),
+                  Length.CONJUGATE_FIXED, Records.REQUIRED))),
     Method("ops", "one-posterior-sample mechanism: a private release of posterior draws, run "
            "by the data holder", False,
            "not a posterior of a release: private draws from the records' posterior",
@@ -403,7 +409,7 @@ REGISTRY: tuple[Method, ...] = (
                   _sampler(draws_none=True) + (SEED, PROGRESS, MAX_DRAWS, MAX_SECONDS),
                   Length.UNTIL_CONVERGED),)),
     Method("cgm-em", "EM with non-linear belief propagation on noisy marginal tables "
-           "(a point estimate)", False, "a point estimate (CGM moment matching)",
+           "(a point estimate; `docs/graphical_models.md`)", False, "a point estimate (CGM moment matching)",
            "Bernstein & Sheldon (seed 003, ch. 3)",
            (Route(frozenset({ModelKind.MRF}), frozenset({ReleaseKind.MARGINAL_TABLES}),
                   "privpost.inference.mrf_methods:run_cgm_em",
@@ -419,15 +425,17 @@ REGISTRY: tuple[Method, ...] = (
                    SEED, PROGRESS) + _sampler(True, True, True),
                   Length.OPTIMISER),)),
     Method("mrf-laplace", "Laplace approximation of the MRF posterior from noisy marginal "
-           "tables", False, "a normal approximation at the posterior mode",
+           "tables (`docs/graphical_models.md`)", False, "a normal approximation at the posterior mode",
            "Bernstein & Sheldon (seed 003, ch. 3)",
            (Route(frozenset({ModelKind.MRF}), frozenset({ReleaseKind.MARGINAL_TABLES}),
                   "privpost.inference.mrf_methods:run_laplace",
                   _sampler(warmup_none=True) + (
                       SEED, _num("ridge", "ridge penalty lambda", 0, none=True), PROGRESS),
                   Length.FIXED),)),
-    Method("penalty-mcmc", "reads a published penalty-MCMC transcript: its states are the "
-           "draws", True, "the confidential records: draws of the non-private posterior "
+    Method("penalty-mcmc", "penalty MCMC: the curator's Metropolis chain sees log-likelihood "
+           "ratios through Gaussian noise; `pp.penalty_mcmc` / `privpost penalty` publish the "
+           "transcript with exact GDP accounting (`docs/penalty_mcmc.md`); this method reads "
+           "it: its states are the draws", True, "the confidential records: draws of the non-private posterior "
            "(the transcript is the private release); few iterations per budget",
            "Yildirim (seed 001)",
            (Route(None, frozenset({ReleaseKind.TRANSCRIPT}), "privpost.inference.penalty:run",
@@ -440,7 +448,8 @@ REGISTRY: tuple[Method, ...] = (
                                                                               "p4", "p5"),
                               none=True),) + _sampler(warmup_none=True) + (SEED, PROGRESS),
                         Length.FIXED),)),
-    Method("dpmcmc", "DA-MCMC on the censored mean-log statistic of a DPss release", True,
+    Method("dpmcmc", "DA-MCMC on the censored mean-log statistic of a DPss release, priors "
+           "p1-p5 (`docs/compositional.md`)", True,
            "the censored mean-log statistic of the release (not its score)", _SEED002,
            (_dpss_route("privpost.inference.compositional:run_dpmcmc",
                         (_PRIOR, Option("seed", (Type.SEED,), "random seed or Generator",
@@ -714,6 +723,26 @@ def _short(value) -> str:
 def help_text() -> str:
     """The method list of ``privpost infer --help``: every name, exact or approximate."""
     return "; ".join(f"{m.name} ({'exact' if m.exact else 'approximate'})" for m in REGISTRY)
+
+
+def until_converged() -> str:
+    """The methods (qualified by model where only some of their routes do) whose runs without
+    ``draws=`` go on until converged: ``privpost infer --draws``'s help."""
+    parts = []
+    for m in REGISTRY:
+        if all(r.length is Length.UNTIL_CONVERGED for r in m.routes):
+            parts.append(m.name)
+            continue
+        quals = []
+        for r in m.routes:
+            if r.length is Length.UNTIL_CONVERGED:
+                quals.append(", ".join(k.label for k in ModelKind if r.accepts_model(k))
+                             + " models")
+            elif r.length is Length.CONJUGATE_FIXED:
+                quals.append("non-conjugate models")
+        if quals:
+            parts.append(f"{m.name} ({'; '.join(quals)})")
+    return ", ".join(parts)
 
 
 def doc_lines(indent: str = "        ") -> str:
