@@ -27,6 +27,10 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 # ----------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def pairs():
+    return make_pairs()
+
+
+def make_pairs():
     """release kind -> (model, release, extra options): one pair of each kind."""
     import warnings
 
@@ -297,3 +301,13 @@ def test_cli_ill_typed_option_is_one_line(tmp_path, pairs):
     assert res.exit_code == 1, res.output
     lines = [ln for ln in res.output.splitlines() if ln.strip()]
     assert len(lines) == 1 and "option 'latent' of method 'damcmc' must be" in lines[0], lines
+
+
+def test_dpremcmc_refuses_proposal_which_it_sets_itself(pairs):
+    """dpremcmc passes its own proposal to damcmc; the old signature-derived check let a
+    user's proposal= through to ``TypeError: run() got multiple values for keyword argument
+    'proposal'``. The registry does not declare it for dpremcmc (dpmcmc keeps it)."""
+    model, rel, _ = pairs[R.ReleaseKind.DPSS_SET]
+    with pytest.raises(IncompatibleError, match="method 'dpremcmc' has no option 'proposal'"):
+        pp.infer(model, rel, method="dpremcmc", proposal="x", draws=4)
+    assert R.method_spec("dpmcmc").routes[0].option("proposal") is not None

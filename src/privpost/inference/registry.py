@@ -463,7 +463,10 @@ REGISTRY: tuple[Method, ...] = (
                         (_PRIOR, _int("b", "rejection blocks", 1), SEED, _PRIOR_DRAWS,
                          _str("support", "support of the statistic", ("uncensored", "all")),
                          _bool("weight_term", "the score's weight term"))
-                        + tuple(o for o in _damcmc_options(_DAMCMC) if o.name != "seed"),
+                        # damcmc's options but its own proposal (model (5)'s, chosen by
+                        # weight_term): a proposal= reached damcmc twice (TypeError)
+                        + tuple(o for o in _damcmc_options(_DAMCMC)
+                                if o.name not in ("seed", "proposal")),
                         Length.UNTIL_CONVERGED),)),
     Method("dpabc", "approximate Bayesian computation on a DPss release", False,
            "ABC: a tolerance around the noisy statistic", _SEED002,
