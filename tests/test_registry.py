@@ -311,3 +311,42 @@ def test_dpremcmc_refuses_proposal_which_it_sets_itself(pairs):
     with pytest.raises(IncompatibleError, match="method 'dpremcmc' has no option 'proposal'"):
         pp.infer(model, rel, method="dpremcmc", proposal="x", draws=4)
     assert R.method_spec("dpmcmc").routes[0].option("proposal") is not None
+
+
+#: per method: options that keep a run tiny
+TINY = {"damcmc": dict(draws=4, warmup=4, chains=1), "gibbs-ss": dict(draws=4, warmup=4, chains=1),
+        "naive": dict(draws=4, chains=1), "nonprivate": dict(draws=4, chains=1),
+        "ops": dict(draws=1, epsilon=1.0),
+        "randomized-response": dict(draws=4, warmup=4, chains=1), "cgm-em": dict(max_em=2),
+        "mrf-laplace": dict(draws=4), "penalty-mcmc": {}, "dpboots": dict(draws=4),
+        "dpmcmc": dict(draws=4, warmup=4, chains=1, prior_draws=20),
+        "dpremcmc": dict(draws=4, warmup=4, chains=1, prior_draws=20),
+        "dpabc": dict(draws=4, prior_draws=20),
+        "dpapprox": dict(draws=4, warmup=4, chains=1, prior_draws=20), "boots": dict(draws=4)}
+
+
+@pytest.mark.parametrize("method", R.method_names())
+def test_each_method_runs_on_a_pair_the_registry_routes_to_it(pairs, method):
+    """The declarations do not over-claim: for every route of the method, the first fixture
+    pair the registry sends there runs (tiny options). (The kinds are coarse: a method may
+    still refuse particular contents, e.g. damcmc a release set whose releases do not all fit
+    the model, with its own message.)"""
+    import warnings
+
+    assert set(TINY) == set(R.method_names())
+    spec = R.method_spec(method)
+    ran, seen = 0, set()
+    for key, (model, rel, extra) in pairs.items():
+        try:
+            route = R.route_for(spec, model, rel)
+        except IncompatibleError:
+            continue
+        if route in seen or (route.records is R.Records.REQUIRED and "records" not in extra):
+            continue
+        seen.add(route)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            post = pp.infer(model, rel, method=method, seed=1, **TINY[method], **extra)
+        assert post.method == method or method == "naive"
+        ran += 1
+    assert ran >= 1
