@@ -225,7 +225,8 @@ def test_ranges_and_valid_values():
     spec = R.method_spec("damcmc")
     route = spec.routes[-1]
     for bad in ({"draws": 0}, {"chains": 0}, {"warmup": -1}, {"max_seconds": 0},
-                {"max_seconds": float("nan")}, {"draws": True}, {"interweave": -1},
+                {"max_seconds": float("nan")}, {"max_seconds": float("inf")},
+                {"draws": True}, {"interweave": -1}, {"thin": 2.0}, {"latent": "tables"},
                 {"seed": "abc"}, {"seed": 1.5}):
         with pytest.raises(PrivpostError):
             R.check_options(spec, route, bad)

@@ -123,7 +123,7 @@ SIGNATURE = "<from the signature>"
 
 @dataclass(frozen=True)
 class Option:
-    """One option of a route.
+    """One option of a route (a number must also be finite).
 
     ``types``: the accepted :class:`Type`\\ s; ``none``: None accepted; ``choices``: the
     accepted strings (for :attr:`Type.STR`); ``minimum`` / ``maximum``: bounds of a number
@@ -672,16 +672,12 @@ def _range_ok(opt: Option, value) -> bool:
     if not _is_number(value):
         return True
     v = float(value)
-    if math.isnan(v):
+    if not math.isfinite(v):            # no option takes NaN or an infinity
         return False
     if opt.minimum is not None and (v < opt.minimum or (opt.open_minimum
                                                         and v == opt.minimum)):
         return False
-    if opt.maximum is not None and v > opt.maximum:
-        return False
-    if Type.NUMBER in opt.types and not math.isfinite(v) and opt.maximum is None:
-        return v > 0 and opt.name == "max_seconds"   # an infinite time budget only
-    return True
+    return opt.maximum is None or v <= opt.maximum
 
 
 def check_options(spec: Method, route: Route, options: dict) -> None:
