@@ -438,7 +438,10 @@ REGISTRY: tuple[Method, ...] = (
            "it: its states are the draws", True, "the confidential records: draws of the non-private posterior "
            "(the transcript is the private release); few iterations per budget",
            "Yildirim (seed 001)",
-           (Route(None, frozenset({ReleaseKind.TRANSCRIPT}), "privpost.inference.penalty:run",
+           # the model the transcript ran with: a penalty model, or an expfam model that
+           # converts to it (models.penalty_models.penalty_model; a spec string is "custom")
+           (Route(frozenset({ModelKind.EXPFAM, ModelKind.PENALTY, ModelKind.CUSTOM}),
+                  frozenset({ReleaseKind.TRANSCRIPT}), "privpost.inference.penalty:run",
                   (_int("warmup", "transcript states discarded", 0, none=True), SEED, PROGRESS),
                   Length.PRIVACY_FIXED),)),
     Method("dpboots", "parametric bootstrap on a DPss release", False,
@@ -747,10 +750,15 @@ def until_converged() -> str:
 def doc_lines(indent: str = "        ") -> str:
     """The method list of ``help(pp.infer)``: one entry per method (name, exact or not,
     summary, model and release kinds)."""
+    import textwrap
+
     lines = []
     for m in REGISTRY:
-        lines.append(f"{indent}``{m.name}`` ({'exact' if m.exact else 'approximate'}): "
-                     f"{m.summary}. Models: {_models_text(m)}; releases: {_releases_text(m)}.")
+        lines.append(textwrap.fill(
+            f"``{m.name}`` ({'exact' if m.exact else 'approximate'}): {m.summary}. Models: "
+            f"{_models_text(m)}; releases: {_releases_text(m)}.", width=96,
+            initial_indent=indent, subsequent_indent=indent + "    ",
+            break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
 
 
