@@ -254,6 +254,21 @@ def test_readme_table_is_the_registry():
     assert _readme_block(dropped) != R.markdown_table()
 
 
+def test_readme_prose_names_every_method_that_runs_until_converged():
+    """The sentence after the table that lists the methods running until converged names
+    exactly the registry's (wrong variant: the list as it stood, without dpremcmc)."""
+    text = " ".join(README.read_text().split())
+    m = re.search(r"runs until every parameter has split R-hat.*?the other methods run", text)
+    assert m, "README lost the sentence on run lengths"
+    expected = {x.name for x in R.REGISTRY if any(
+        r.length in (R.Length.UNTIL_CONVERGED, R.Length.CONJUGATE_FIXED) for r in x.routes)}
+    stated = set(re.findall(r"`([a-z-]+)`", m.group(0))) | (
+        {"naive", "ops"} & expected if "HMM samplers" in m.group(0) else set())
+    assert stated | {"damcmc"} == expected, (stated, expected)
+    old = m.group(0).replace("`dpremcmc`, ", "")
+    assert set(re.findall(r"`([a-z-]+)`", old)) | {"damcmc", "naive"} != expected
+
+
 def _names_in(text: str) -> set[str]:
     return {n for n in R.method_names() if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])",
                                                       text)}
