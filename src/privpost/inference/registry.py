@@ -26,7 +26,7 @@ import importlib
 import inspect
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from privpost.errors import IncompatibleError, PrivpostError
@@ -34,7 +34,7 @@ from privpost.errors import IncompatibleError, PrivpostError
 __all__ = ["ModelKind", "ReleaseKind", "Length", "Type", "Records", "Option", "Route", "Method",
            "REGISTRY", "method_spec", "model_kind", "release_kind", "route_for", "check_options",
            "option_default", "entry_point", "method_names", "help_text", "markdown_table",
-           "as_json", "SIGNATURE"]
+           "as_json", "SIGNATURE", "readers", "until_converged", "doc_lines"]
 
 
 class ModelKind(enum.Enum):
@@ -313,7 +313,7 @@ def _hmm_route(method: str, records: Records = Records.NO) -> Route:
 
 
 _NOT_HMM = frozenset(ModelKind) - {ModelKind.HMM, ModelKind.PENALTY}
-_SEED002 = ("Guo, Barrientos & Pena (seed 002)")
+_SEED002 = "Guo, Barrientos & Pena (seed 002)"
 _DPSS = frozenset({ReleaseKind.DPSS_SET})
 _DIR = frozenset({ModelKind.DIRICHLET})
 _PRIOR = _str("prior", "prior on alpha (seed 002, Table 1)", ("p1", "p2", "p3", "p4", "p5"))
