@@ -312,6 +312,9 @@ def _hmm_route(method: str, records: Records = Records.NO) -> Route:
                  takes_method=True, limits=False)
 
 
+_MRF_ROUTE = (frozenset({ModelKind.MRF}), frozenset({ReleaseKind.MARGINAL_TABLES}))
+_RIDGE = _num("ridge", "ridge penalty lambda", 0, none=True)
+_PROJECT = _bool("project", "project the noisy marginals onto the simplex")
 _NOT_HMM = frozenset(ModelKind) - {ModelKind.HMM, ModelKind.PENALTY}
 _SEED002 = "Guo, Barrientos & Pena (seed 002)"
 _DPSS = frozenset({ReleaseKind.DPSS_SET})
@@ -361,11 +364,8 @@ REGISTRY: tuple[Method, ...] = (
            "notes); MRF: the noise-naive MLE; HMM cells: `docs/hmm.md`", False,
            "ignores the privacy noise (a baseline)", "Foulds et al. (seed 004)",
            (_hmm_route("naive"),
-            Route(frozenset({ModelKind.MRF}), frozenset({ReleaseKind.MARGINAL_TABLES}),
-                  "privpost.inference.mrf_methods:run_naive",
-                  (_num("ridge", "ridge penalty lambda", 0, none=True),
-                   _bool("project", "project the noisy marginals onto the simplex"),
-                   SEED, PROGRESS) + _sampler(True, True, True), Length.FIXED),
+            Route(*_MRF_ROUTE, "privpost.inference.mrf_methods:run_naive",
+                  (_RIDGE, _PROJECT, SEED, PROGRESS) + _sampler(True, True, True), Length.FIXED),
             Route(frozenset({ModelKind.EXPFAM, ModelKind.REGRESSION}),
                   frozenset({ReleaseKind.RELEASE, ReleaseKind.RANDOMIZED_RESPONSE}),
                   "privpost.inference.naive:run", _sampler() + (SEED, PROGRESS),
@@ -409,33 +409,31 @@ REGISTRY: tuple[Method, ...] = (
                   _sampler(draws_none=True) + (SEED, PROGRESS, MAX_DRAWS, MAX_SECONDS),
                   Length.UNTIL_CONVERGED),)),
     Method("cgm-em", "EM with non-linear belief propagation on noisy marginal tables "
-           "(a point estimate; `docs/graphical_models.md`)", False, "a point estimate (CGM moment matching)",
-           "Bernstein & Sheldon (seed 003, ch. 3)",
-           (Route(frozenset({ModelKind.MRF}), frozenset({ReleaseKind.MARGINAL_TABLES}),
-                  "privpost.inference.mrf_methods:run_cgm_em",
-                  (_num("ridge", "ridge penalty lambda", 0, none=True),
+           "(a point estimate; `docs/graphical_models.md`)", False,
+           "a point estimate (CGM moment matching)", "Bernstein & Sheldon (seed 003, ch. 3)",
+           (Route(*_MRF_ROUTE, "privpost.inference.mrf_methods:run_cgm_em",
+                  (_RIDGE,
                    _num("alpha", "damping of the belief-propagation updates", 0,
                         open_minimum=True, maximum=1),
                    _num("tol", "belief-propagation tolerance", 0, open_minimum=True),
                    _int("max_nlbp", "belief-propagation iterations", 1),
                    _num("huber", "Huber threshold", 0, open_minimum=True),
                    _num("em_tol", "EM tolerance", 0, open_minimum=True),
-                   _int("max_em", "EM iterations", 1),
-                   _bool("project", "project the noisy marginals onto the simplex"),
+                   _int("max_em", "EM iterations", 1), _PROJECT,
                    SEED, PROGRESS) + _sampler(True, True, True),
                   Length.OPTIMISER),)),
     Method("mrf-laplace", "Laplace approximation of the MRF posterior from noisy marginal "
-           "tables (`docs/graphical_models.md`)", False, "a normal approximation at the posterior mode",
-           "Bernstein & Sheldon (seed 003, ch. 3)",
-           (Route(frozenset({ModelKind.MRF}), frozenset({ReleaseKind.MARGINAL_TABLES}),
-                  "privpost.inference.mrf_methods:run_laplace",
+           "tables (`docs/graphical_models.md`)", False,
+           "a normal approximation at the posterior mode", "Bernstein & Sheldon (seed 003, ch. 3)",
+           (Route(*_MRF_ROUTE, "privpost.inference.mrf_methods:run_laplace",
                   _sampler(warmup_none=True) + (
-                      SEED, _num("ridge", "ridge penalty lambda", 0, none=True), PROGRESS),
+                      SEED, _RIDGE, PROGRESS),
                   Length.FIXED),)),
     Method("penalty-mcmc", "penalty MCMC: the curator's Metropolis chain sees log-likelihood "
            "ratios through Gaussian noise; `pp.penalty_mcmc` / `privpost penalty` publish the "
            "transcript with exact GDP accounting (`docs/penalty_mcmc.md`); this method reads "
-           "it: its states are the draws", True, "the confidential records: draws of the non-private posterior "
+           "it: its states are the draws", True,
+           "the confidential records: draws of the non-private posterior "
            "(the transcript is the private release); few iterations per budget",
            "Yildirim (seed 001)",
            # the model the transcript ran with: a penalty model, or an expfam model that
