@@ -19,7 +19,9 @@ Edges: ``from a.b import c`` is an edge to ``a.b.c`` when that is a module, else
 (``a/b/__init__.py`` for a package); ``import a.b`` is an edge to ``a.b``. The implicit import of
 a module's parent packages is not an edge (Python runs a package's ``__init__`` before any of its
 submodules; a submodule that imports *names* from its own package's ``__init__`` is an explicit
-upward edge and counts).
+upward edge and counts). Imports made at run time from strings (the lazy attribute tables of
+``privpost.__init__`` and ``privpost.models``, ``inference.METHODS``, the registry's
+``"module:Class"`` checks) are not seen; those tables point downwards by construction.
 """
 
 from __future__ import annotations

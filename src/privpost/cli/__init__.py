@@ -16,6 +16,8 @@ the order ``privpost --help`` lists them:
 * :mod:`~privpost.cli.experiments` -- ``calibrate``, ``reproduce``
 * :mod:`~privpost.cli.cells` -- ``release-cells`` (per-cell counts for the HMM, seed 004)
 * :mod:`~privpost.cli.compositional` -- ``dpss`` (the DPss release, seed 002)
+* :mod:`~privpost.cli.methods` -- ``methods`` (the method registry; also the ``infer`` command
+  class whose ``--method`` / ``--draws`` help it generates)
 
 No group imports NumPy or the rest of the library at module level (``privpost --help`` stays
 fast; ``tests/test_startup_imports.py``).
@@ -29,7 +31,7 @@ from privpost.cli import infer  # noqa: F401
 from privpost.cli import budget  # noqa: F401
 from privpost.cli import penalty  # noqa: F401
 from privpost.cli import demo  # noqa: F401
-from privpost.cli import cells, compositional, experiments
+from privpost.cli import cells, compositional, experiments, methods
 from privpost.cli._common import app, handles_errors, out
 
 __all__ = ["app", "main"]
@@ -37,6 +39,7 @@ __all__ = ["app", "main"]
 experiments.register(app, handles_errors, out)
 cells.register(app, handles_errors, out)
 compositional.register(app, handles_errors, out)
+methods.register(app, handles_errors, out)
 
 
 def main() -> None:  # pragma: no cover - console entry point

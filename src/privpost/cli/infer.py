@@ -12,6 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from privpost.cli.methods import InferCommand as _InferCommand  # --method/--draws help
 from privpost.cli._common import (app, _check_overwrite, _emit_json, _fmt, _FORCE_HELP,
                                   handles_errors, _load_release_or_set, out, _print_not_covered,
                                   _print_summary, _privacy_statement, _privacy_text)
@@ -64,19 +65,14 @@ def _model_for(spec: str, rel, quiet: bool = False):
     return mdl, inferred
 
 
-@app.command("infer")
+@app.command("infer", cls=_InferCommand)
 @handles_errors
 def infer_cmd(
     path: Path = typer.Argument(..., help="Release (or release set) JSON file."),
     model: str = typer.Option(..., help="Model spec, e.g. 'beta-bernoulli:a=1,b=1'."),
-    method: str = typer.Option("damcmc", help="damcmc, gibbs-ss, naive."),
-    draws: Optional[int] = typer.Option(None, min=1, help="Draws per chain. Default: damcmc, "
-                                        "dpmcmc, dpremcmc, dpapprox, randomized-response, "
-                                        "nonprivate (non-conjugate models) and the HMM samplers "
-                                        "run until R-hat <= 1.01 and ESS >= 400 (or their "
-                                        "budget, --option max_seconds=...), as do dpabc's p5 "
-                                        "prior chains (--option p5_options=...); other "
-                                        "methods their own (mostly 1000)."),
+    method: str = typer.Option("damcmc", help="(the registry's methods: privpost methods)"),
+    draws: Optional[int] = typer.Option(None, min=1, help="(from the registry: privpost "
+                                        "methods)"),
     warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up iterations per chain. "
                                          "Default: the method's own (1000 for damcmc and "
                                          "gibbs-ss; the HMM samplers' are in docs/hmm.md)."),

@@ -311,8 +311,6 @@ def dpremcmc_posterior(model, rel, b: int, *, support: str = "uncensored",
     return post, w, floor
 
 
-run_dpmcmc.forwards_options_to = "privpost.inference.damcmc:run"   # checked by infer()
-
 
 def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
                  prior_draws: int = 2000, support: str = "uncensored", weight_term: bool = True,
@@ -408,8 +406,6 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
         post.notes.append(msg)
     return post
 
-
-run_dpremcmc.forwards_options_to = "privpost.inference.damcmc:run"   # checked by infer()
 
 
 class _UnweightedProposal(DirichletProposal):
