@@ -269,7 +269,7 @@ def run_sim(ctx):
                             "split": split, "draws": s["draws"], "truth": truth}
             if meth in ("dpmcmc", "dpremcmc", "dpapprox"):
                 methods[lab]["warmup"] = s["warmup"]
-            if meth in ("dpmcmc", "dpapprox") and s.get("dp_max_seconds"):
+            if meth in ("dpmcmc", "dpremcmc", "dpapprox") and s.get("dp_max_seconds"):
                 # their default run: rounds until R-hat <= 1.01 and ESS >= 400, or the budget
                 methods[lab]["draws"] = None
                 methods[lab]["max_seconds"] = float(s["dp_max_seconds"])
