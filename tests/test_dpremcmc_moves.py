@@ -127,3 +127,20 @@ def test_move_without_the_tempered_constant_fails(quad):
                           fast_path=False, interweave=4, draws=1500, warmup=200, chains=2,
                           seed=6, progress=False, cores=1)
     assert np.abs(_z(post, quad)).max() > 2 * K_MCSE, _z(post, quad)
+
+
+def test_collapse_warning_compares_alpha0_with_the_mle():
+    """The warning fires when the posterior median alpha_0 is > 10x MLE(s_L)'s, not below."""
+    from types import SimpleNamespace
+
+    from privpost.inference.compositional import _collapse_warning
+    from privpost.inference.dirichlet_tools import dirichlet_mle
+
+    rel = SimpleNamespace(observed=np.array([-1.6, -1.2, -0.9]))
+    ref = float(dirichlet_mle(rel.observed).sum())
+    share = np.array([0.2, 0.3, 0.5])
+    low = SimpleNamespace(draws={"alpha": np.broadcast_to(2 * ref * share, (2, 10, 3))})
+    high = SimpleNamespace(draws={"alpha": np.broadcast_to(30 * ref * share, (2, 10, 3))})
+    assert _collapse_warning(low, rel, 150.0) is None
+    assert "prior's tail" in _collapse_warning(high, rel, 150.0)
+    assert _collapse_warning(high, rel, 1.0) is None                   # w = 1: DPMCMC

@@ -580,10 +580,11 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
         f"dpremcmc: approximation (model (5)): the {rel.n} latent records are replaced by "
         f"b = {b} pseudo-records, each with likelihood weight w = n/b = {w:g}; the record MH "
         f"step {term}; {where}",
-        "dpremcmc: model (5) lets the b pseudo-records coincide, which the weighted likelihood "
-        "rewards with large alpha_0; at small eps this inflates alpha (EXPERIMENTS.md §8.2)"
+        "dpremcmc: model (5)'s alpha-marginal carries c_w(alpha)^b = (int Dir(x|alpha)^w dx)^b, "
+        "which grows like alpha_0^((n - b)(D - 1)/2): unless the Laplace scale is tiny, alpha_0 "
+        "is held only by the prior's tail (about 5 (n - b)(D - 1) under p1; EXPERIMENTS.md §8.3)"
         ] + _exact_for(post.notes, "model (5), not for the DPss posterior it approximates")
-    msg = None
+    msg = _collapse_warning(post, rel, w) if weight_term else None
     if not weight_term:
         msg = ("dpremcmc: weight_term=False has no joint target (incompatible conditionals); "
                "its draws are not a posterior of anything")
@@ -601,6 +602,28 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
 
 
 run_dpremcmc.forwards_options_to = "privpost.inference.damcmc:run"   # checked by infer()
+
+#: posterior median alpha_0 over the MLE of the released statistic above which dpremcmc warns
+COLLAPSE_RATIO = 10.0
+
+
+def _collapse_warning(post, rel, w: float):
+    """The warning of a model (5) run whose alpha_0 went where c_w(alpha)^b puts it: posterior
+    median alpha_0 above ``COLLAPSE_RATIO`` times the alpha_0 of ``MLE(s_L)`` (``None`` when
+    it did not, when ``w = 1``, or when ``s_L`` has no MLE)."""
+    if w <= 1:
+        return None
+    a_obs = dirichlet_mle(np.asarray(rel.observed, dtype=np.float64))
+    if not np.all(np.isfinite(a_obs)):
+        return None
+    med = float(np.median(np.asarray(post.draws["alpha"]).sum(axis=-1)))
+    ref = float(a_obs.sum())
+    if med <= COLLAPSE_RATIO * ref:
+        return None
+    return (f"dpremcmc: posterior median alpha_0 = {med:.4g} is {med / ref:.3g}x the alpha_0 of "
+            f"MLE(s_L) ({ref:.4g}): model (5)'s weighted pseudo-records reward alpha_0 by "
+            f"c_w(alpha)^b ~ alpha_0^((n - b)(D - 1)/2), so its alpha_0 is the prior's tail, not "
+            f"the data's (EXPERIMENTS.md §8.3); use dpmcmc (exact) or dpapprox")
 
 
 class _UnweightedProposal(DirichletProposal):
