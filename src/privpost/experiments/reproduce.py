@@ -951,7 +951,10 @@ REPRODUCTIONS["guo2023-compositional"] = Reproduction(
               "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 50,
               "methods": _GUO_METHODS,
               "draws": 1000, "warmup": 1000, "prior_draws": 2000, **_RULE_STUDY,
-              "rule_reps": 200}},
+              "rule_reps": 200,
+              # converged chains (issue 22 item 4): DPMCMC, DPreMCMC, DPapprox and p5's D1
+              # chains run until split R-hat <= 1.01 and ESS >= 400, or this many seconds
+              "dp_max_seconds": 600.0}},
     _guo2023_sim, 2024)
 
 
