@@ -89,7 +89,9 @@ def main() -> None:
         ess, rhat = _worst(post)
         rate[label] = ess / sec
         m = post.draws["alpha"].reshape(-1, 5).mean(0)
-        conv = "" if (rhat <= 1.01 and ess >= 400) else " (NOT converged)"
+        # one chain (DPABC's independent draws): no split R-hat across chains, ESS only
+        ok = ess >= 400 and (rhat <= 1.01 or (rhat != rhat and post.draws["alpha"].shape[0] == 1))
+        conv = "" if ok else " (NOT converged)"
         ratio = f"{rate[label] / rate['DPMCMCp1']:.3g}x" if "DPMCMCp1" in rate else "-"
         print(f"| {label}{conv} | {sec:.1f} | {post.draws['alpha'].shape[0]} x "
               f"{post.draws['alpha'].shape[1]} | {ess:.0f} | {rhat:.3f} | {rate[label]:.3g} | "
