@@ -537,13 +537,18 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
       ``a^{c+1}/(c+1)``, ``c = w(alpha_j - 1)``, diverges logarithmically at the boundary)
       and excludes alpha2's truth.
 
-    What the restriction does not fix (a property of model (5) itself, measured in
-    EXPERIMENTS.md §8.2): b = 5 pseudo-records can all sit at one point, which the weighted
-    likelihood rewards with a factor growing polynomially in ``alpha_0`` (degree of order
-    ``n (D - 1)/2``); the Laplace
-    term resists this only when ``lambda`` is small, so at small eps the alpha-marginal is
-    pulled to large ``alpha_0`` (held only by the prior). With ``alpha_j < 1`` the restricted
-    pseudo-records also pile up at ``x_j = a``.
+    What the restriction does not fix (a property of model (5) itself, EXPERIMENTS.md §8.3):
+    ``Dir(x | alpha)^w = c_w(alpha) Dir(x | beta)``, ``beta = w (alpha - 1) + 1``, so the
+    alpha-marginal carries ``c_w(alpha)^b ~ alpha_0^((n - b)(D - 1)/2)``; the Laplace term
+    resists only when ``lambda`` is below ~1e-4, so at any usual eps alpha_0 is held only by the
+    prior's tail (about ``5 (n - b)(D - 1)`` under p1; checked by quadrature and by the
+    sampler). A run that lands there warns. With ``alpha_j < 1`` the restricted pseudo-records
+    also pile up at ``x_j = a``.
+
+    **Moves** (exact for model (5)): records proposed from ``Dir(beta)``
+    (:class:`TemperedDirichletProposal`; ``Dir(alpha)`` where some ``beta_j <= 0``), accepted
+    on the Laplace ratio; the weighted slice update of alpha; and 2 non-centred alpha moves per
+    iteration (``interweave``) whose innovations' law carries ``c_w(alpha)^b``.
 
     ``support="seed"``: model (5) as printed (improper; warns whenever draws enter the
     improper region). ``weight_term=False`` omits the (w - 1) term (pseudo-records drawn from
