@@ -7,7 +7,8 @@ prior-limited value 5 (n2 - b)(D - 1) that c_w(alpha)^b predicts.
 Uses Dir(x | alpha)^w = c_w(alpha) Dir(x | beta), beta = w (alpha - 1) + 1: the inner integral is
 c_w(alpha)^b E[Laplace(s_L | S_0(x))] under Dir(beta)^b, by midpoint quadrature in Beta(beta)
 quantiles (alpha with some beta_j <= 0 get weight 0 for b = 2; direct quadrature for b = 1).
-Not reliable for Laplace scales below ~1e-5 (the quantile grid cannot resolve the spike).
+Not reliable for Laplace scales below ~1e-4: the 300-point quantile grid cannot resolve the
+spike (b = 1, scale 4.6e-5 put all the mass on one grid point in the run of EXPERIMENTS.md §8.3).
 
     python benchmarks/dpremcmc_model5_quadrature.py        # ~1 min
 """
