@@ -105,11 +105,15 @@ def _run_method(name, model, rel_nosplit, rel_split, s, seed):
                             warmup=s.get("dp_warmup", s["warmup"]), chains=s["chains"],
                             seed=seed, progress=False, cores=1, **_dp_chain_options(s))
         if name == "DPreMCMCp4":
+            # with "remcmc_until" (STUDY): until converged, like DPMCMCp1, on model (5)'s exact
+            # moves (issue 22 item 3); before: fixed draws after remcmc_warmup
+            chain = (dict(_dp_chain_options(s), warmup=s.get("dp_warmup", s["warmup"]))
+                     if s.get("remcmc_until") else
+                     dict(draws=s["draws"], warmup=s.get("remcmc_warmup",
+                                                          s.get("dp_warmup", s["warmup"]))))
             return pp.infer(model, rel_split, method="dpremcmc", prior="p4", b=5,
-                            draws=s["draws"],
-                            warmup=s.get("remcmc_warmup", s.get("dp_warmup", s["warmup"])),
                             chains=s["chains"], seed=seed, progress=False, cores=1,
-                            prior_draws=s["prior_draws"])
+                            prior_draws=s["prior_draws"], **chain)
         if name == "DPABCp5":
             # the first study's p5 chains: prior_draws / 4 fixed draws each (the library's
             # default before p5 ran until converged); the converged study: as DPMCMCp1's
@@ -301,6 +305,9 @@ def _check_settings(ctx) -> None:
     if ctx.settings.get("eps1_share", 0.25) != 0.25:
         # only when not the default, so that folders made before the key existed still match
         want["eps1_share"] = ctx.settings["eps1_share"]
+    if ctx.settings.get("remcmc_until"):
+        # DPreMCMCp4 run until converged (issue 22): its units differ from fixed-draw ones
+        want["remcmc_until"] = True
     path = _cache(ctx.outdir, "settings.json")
     have = _load(path)
     if have is None:
@@ -476,7 +483,7 @@ STUDY_UNCONVERGED = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0,
 # fixed draws and 2000 warm-up iterations (no non-centred move exists for the weighted model (5)
 # with a proposal).
 STUDY = dict(STUDY_UNCONVERGED, dp_warmup=500, dp_draws="until", dp_interweave=2,
-             dp_max_seconds=600.0, dp_max_draws=50_000, remcmc_warmup=2000)
+             dp_max_seconds=600.0, dp_max_draws=50_000, remcmc_warmup=2000, remcmc_until=True)
 
 
 def main(argv=None) -> None:

@@ -58,7 +58,10 @@ SIZES = {"quick": {"alphas": ("alpha3",), "n": (1000,), "epsilon": (0.5, 1e10), 
                   "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 50,
                   "methods": ALL_METHODS,
                   "draws": 1000, "warmup": 1000, "prior_draws": 2000, **_RULE_STUDY,
-                  "rule_reps": 200}}
+                  "rule_reps": 200,
+                  # converged chains (issue 22 item 4): DPMCMC, DPreMCMC, DPapprox and p5's D1
+                  # chains run until split R-hat <= 1.01 and ESS >= 400, or this many seconds
+                  "dp_max_seconds": 600.0}}
 
 #: the size run for EXPERIMENTS.md §8.2 (``--size study``)
 STUDY_SIZE = {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
@@ -281,7 +284,7 @@ def run_sim(ctx):
                             "split": split, "draws": s["draws"], "truth": truth}
             if meth in ("dpmcmc", "dpremcmc", "dpapprox"):
                 methods[lab]["warmup"] = s["warmup"]
-            if meth in ("dpmcmc", "dpapprox") and s.get("dp_max_seconds"):
+            if meth in ("dpmcmc", "dpremcmc", "dpapprox") and s.get("dp_max_seconds"):
                 # their default run: rounds until R-hat <= 1.01 and ESS >= 400, or the budget
                 methods[lab]["draws"] = None
                 methods[lab]["max_seconds"] = float(s["dp_max_seconds"])
