@@ -25,7 +25,7 @@ from privpost.inference.compositional import (DirichletProposal, TemperedDirichl
 from privpost.mechanisms import Laplace
 from privpost.models import Dirichlet
 from privpost.queries import CensoredLogMean
-from privpost.release import Release
+from privpost.releases.release import Release
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _compositional_exact import alpha_grid, posterior_means, weighted_restricted_loglik  # noqa: E402
