@@ -43,7 +43,7 @@ from privpost import diagnostics
 from privpost.mechanisms import DiscreteGaussian, Laplace
 from privpost.models import BetaBernoulli, DirichletCategorical
 from privpost.queries import Histogram, Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 P10 = np.array([0.22, 0.16, 0.13, 0.11, 0.09, 0.08, 0.07, 0.06, 0.05, 0.03])
 
@@ -80,7 +80,7 @@ def joint_problem(pair: str, n: int, seed: int):
         theta = model.prior_sample(np.random.default_rng(0))
         lp = model.joint_log_probs(theta, dom)
     else:
-        from privpost.marginal_tables import MarginalTables
+        from privpost.queries.marginal_tables import MarginalTables
         from privpost.models import CliqueMRF
 
         cl = [[0, 1], [1, 2], [2, 3], [3, 0]]

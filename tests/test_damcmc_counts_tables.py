@@ -25,7 +25,7 @@ from privpost.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Lap
 from privpost.models import CliqueMRF, NaiveBayesLogLinear
 from privpost.models._count_tables import AUTO_RECORDS_PER_CELL, MAX_JOINT_CELLS
 from privpost.queries import NaiveBayesCounts
-from privpost.release import ReleaseSet
+from privpost.releases.release import ReleaseSet
 
 from _count_tables_exact import NBExact, draws_of
 from test_damcmc import K_MCSE, _ess, z_cdf, z_mean
@@ -232,7 +232,7 @@ def _mrf_probs(model, post):
 def test_mrf_counts_agree_with_records_at_small_n():
     """4-node binary loop, N = 30: count-level and record-level damcmc agree on the 16 joint
     probabilities (both directions); a release with 10x the noise is told apart."""
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
 
     cl = [[0, 1], [1, 2], [2, 3], [3, 0]]
     model = CliqueMRF([2] * 4, cl, prior_sd=1.0, n_leapfrog=4)
@@ -253,8 +253,8 @@ def test_mrf_table_size_rules():
     """auto takes the joint table from n = AUTO_RECORDS_PER_CELL * J on; beyond MAX_JOINT_CELLS
     joint values the pair declares no table (records); the table's A is the released marginals
     (each cell adds one unit to one cell of every released clique table)."""
-    from privpost.marginal_tables import MarginalTables
-    from privpost.release import Release
+    from privpost.queries.marginal_tables import MarginalTables
+    from privpost.releases.release import Release
 
     cl = [[0, 1], [1, 2]]
     model = CliqueMRF([2, 3, 2], cl)

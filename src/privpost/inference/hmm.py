@@ -555,7 +555,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
-    :class:`~privpost.cell_counts.CellCounts` release (module docstring).
+    :class:`~privpost.queries.cell_counts.CellCounts` release (module docstring).
 
     ``draws=None`` (default; not ``ops``): run until converged
     (:mod:`privpost.inference._hmm_until`): ``chains`` (default 4) chains, ``warmup`` (default

@@ -31,7 +31,7 @@ def table_releases(release):
     :class:`privpost.Release` with an additive l1/l2 mechanism; the set's releases for a
     :class:`privpost.ReleaseSet` (or the joint view damcmc builds of one) whose releases are all
     on the whole data set (no ``subsets`` parts) with such mechanisms; otherwise ``None``."""
-    from privpost.release import Release, ReleaseSet
+    from privpost.releases.release import Release, ReleaseSet
 
     rset = getattr(release, "set", None)      # privpost.inference.joint.JointRelease
     if isinstance(rset, ReleaseSet):
