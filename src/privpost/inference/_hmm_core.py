@@ -397,35 +397,63 @@ def count_sweep(z, logtheta, off, levels, counts, obs, w, l2, use, sweeps, rng):
 
 
 @njit(cache=True, nogil=True)
-def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
-                stats, rng, reps, vscale):
-    """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
-    feature): for every state ``k`` and feature ``d``, one MH move of ``theta_d[k] (K_d,)``
-    together with the counts of every used cell in state ``k``.
+def _t_logq(v, mu, L, m, c, nu, y):
+    """Log density (up to a constant) at ``v[:m]`` of the multivariate t proposal with ``nu``
+    degrees of freedom, location ``mu[:m]`` and scale matrix ``c^2 L L^T`` (``L`` lower
+    triangular, ``(M, M)``, its ``m x m`` corner used): ``-(nu + m)/2 log(1 + |y|^2 / nu)``
+    with ``L y = (v - mu) / c`` (forward substitution into ``y``). The normalising constant
+    and ``log det L`` do not depend on ``v`` and cancel in the MH ratio."""
+    q = 0.0
+    for i in range(m):
+        s = (v[i] - mu[i]) / c
+        for j in range(i):
+            s -= L[i, j] * y[j]
+        y[i] = s / L[i, i]
+        q += y[i] * y[i]
+    return -0.5 * (nu + m) * math.log1p(q / nu)
 
-    Free coordinates ``v_j = log theta_j - log theta_J`` (``j < J = K_d``); proposal ``v' = v +
-    step * N(0, I)`` (symmetric), ``step = exp(logstep[k, d])``. The residuals ``rho_cj = n_cj -
-    round(N_c theta_j)`` are held fixed for ``j < J`` in every cell ``c`` with ``z_c = k``; the
-    last level takes ``N_c`` minus the rest; the move is rejected when a count is negative. For
-    fixed ``v`` the map ``rho <-> n`` is an integer shift, so ``(v, rho) <-> (v, n)`` is a
-    bijection with unit Jacobian on the integer part, and the MH ratio is that of the target
-    density of ``(v, n)`` given ``z`` and the other parameters:
+
+@njit(cache=True, nogil=True)
+def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
+                stats, rng, reps, chol, mean, indep, qratio=1.0):
+    """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
+    feature): for every state ``k`` and feature ``d``, ``reps`` MH moves of ``theta_d[k]
+    (K_d,)`` together with the counts of every used cell in state ``k``.
+
+    Free coordinates ``v_j = log theta_j - log theta_J`` (``j < J = K_d``, additive log-ratio).
+    The residuals ``rho_cj = n_cj - round(N_c theta_j)`` are held fixed for ``j < J`` in every
+    cell ``c`` with ``z_c = k``; the last level takes ``N_c`` minus the rest; the move is
+    rejected when a count is negative. For fixed ``v`` the map ``rho <-> n`` is an integer
+    shift, and shifting by ``v -> v'`` then back by ``v' -> v`` returns every count, so
+    ``(v, n) -> (v', n')`` is a bijection with unit Jacobian on the integer part, and the MH
+    ratio is that of the target density of ``(v, n)`` given ``z`` and the other parameters,
 
         log pi(v, n) = beta * sum_j log theta_j          (Dirichlet(beta) x |d theta / d v|)
                      + sum_c [sum_j n_cj log theta_j - lgamma(n_cj + 1)]      (Multinomial)
                      + sum_c log eta(obs_c - n_c)                             (the noise)
 
-    (``|d theta / d v| = prod_j theta_j`` for the additive log-ratio map). It moves theta by
+    (``|d theta / d v| = prod_j theta_j`` for the additive log-ratio map), times the proposal
+    ratio ``q(v | v') / q(v' | v)`` of ``v``:
+
+    * even repetitions, a random walk ``v' = v + step * L_kd xi``, ``xi ~ N(0, I)``
+      (symmetric: ratio 1), ``step = exp(logstep[k, d])``;
+    * odd repetitions where ``indep[k, d]`` is set, an independence proposal ``v' ~ t_4(
+      mean[k, d], (1.2 L_kd)(1.2 L_kd)^T)`` (multivariate t, 4 degrees of freedom; ratio
+      ``q(v) / q(v')``, :func:`_t_logq`); elsewhere the random walk.
+
+    ``chol (K, D, M, M)`` lower-triangular ``L_kd`` (``M = max K_d - 1``; the ``(K_d - 1)``
+    corner used), ``mean (K, D, M)``, ``indep (K, D)`` int: the proposal's shape, learnt by the
+    caller in the warm-up (:mod:`privpost.inference._hmm_shift`) and fixed while draws are
+    kept, so every kept transition is one fixed MH kernel of the exact target. It moves theta by
     its posterior width, not by the width of ``theta | counts``, so mixing does not collapse
-    when the noise is large against ``sqrt(N)``. ``adapt``: stochastic approximation (fixed
-    gain 0.5) of ``logstep`` towards acceptance 0.3 (warm-up only: the kept draws use a fixed
-    kernel). ``stats[0] +=``
-    proposals, ``stats[1] +=`` acceptances. ``counts``, ``theta``, ``logstep`` in place.
-    ``reps`` moves per block (each costs ``O(cells x K_d)``, far below a pair sweep, while a
-    random walk in ``K_d - 1`` dimensions needs many steps per independent draw).
-    ``vscale (K, W)``: per-coordinate proposal scales (coordinate ``j`` of block ``(k, d)`` in
-    ``vscale[k, off[d] + j]``; fixed during a run of kept draws, learnt in the warm-up by the
-    caller), so the proposal stays symmetric: ``v'_j = v_j + step * vscale_j * N(0, 1)``.
+    when the noise is large against ``sqrt(N)``; a full ``L`` matters because the log-ratio
+    coordinates share the reference level's noise (strongly correlated when it is rare).
+    ``adapt``: stochastic approximation (fixed gain 0.5) of ``logstep`` towards random-walk
+    acceptance 0.3 (warm-up only). ``stats[0] +=`` proposals, ``stats[1] +=`` acceptances
+    (both kinds); ``stats[4] +=`` independence proposals, ``stats[5] +=`` their acceptances.
+    ``counts``, ``theta``, ``logstep`` in place. Each move costs ``O(cells x K_d)``.
+    ``qratio`` weights the independence proposal's ratio: 1 (the exact MH ratio) always, except
+    in the test that checks that its omission (0) is detected (tests/test_hmm_shift.py).
     """
     R, Tt = z.shape
     C = R * Tt
@@ -437,85 +465,111 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
             maxJ = levels[d]
     newc = np.empty((C, maxJ))
     tp = np.empty(maxJ)
+    v = np.empty(maxJ)
+    xi = np.empty(maxJ)
+    ybuf = np.empty(maxJ)
+    nu = 4.0
+    cind = 1.2
     for rep in range(reps * K * D):
         k = (rep // D) % K
         d = rep % D
-        if True:
-            o = off[d]
-            J = levels[d]
-            ok = True
-            for j in range(J):
-                if not theta[k, o + j] > 0.0:
-                    ok = False
-            if not ok:          # a level of probability 0 (Gamma underflow): no move
-                continue
+        o = off[d]
+        J = levels[d]
+        m = J - 1
+        ok = True
+        for j in range(J):
+            if not theta[k, o + j] > 0.0:
+                ok = False
+        if not ok:          # a level of probability 0 (Gamma underflow): no move
+            continue
+        ind = (rep // (K * D)) % 2 == 1 and indep[k, d] != 0
+        lJ = math.log(theta[k, o + J - 1])
+        for j in range(m):
+            v[j] = math.log(theta[k, o + j]) - lJ
+            xi[j] = rng.standard_normal()
+        logr = 0.0
+        if ind:
+            g = 2.0 * rng.standard_gamma(0.5 * nu)        # chi-square(nu)
+            f = cind / math.sqrt(g / nu) if g > 0.0 else 0.0
+            for i in range(m):
+                s = 0.0
+                for j in range(i + 1):
+                    s += chol[k, d, i, j] * xi[j]
+                tp[i] = mean[k, d, i] + f * s
+            logr += qratio * (_t_logq(v, mean[k, d], chol[k, d], m, cind, nu, ybuf)
+                              - _t_logq(tp, mean[k, d], chol[k, d], m, cind, nu, ybuf))
+        else:
             step = math.exp(logstep[k, d])
-            lJ = math.log(theta[k, o + J - 1])
-            mx = 0.0
-            for j in range(J - 1):
-                tp[j] = (math.log(theta[k, o + j]) - lJ
-                         + step * vscale[k, o + j] * rng.standard_normal())
-                if tp[j] > mx:
-                    mx = tp[j]
-            tot = math.exp(-mx)
-            for j in range(J - 1):
-                tp[j] = math.exp(tp[j] - mx)
-                tot += tp[j]
-            tp[J - 1] = math.exp(-mx)
-            ok = True
-            logr = 0.0
-            for j in range(J):
-                tp[j] /= tot
-                if not tp[j] > 0.0:
-                    ok = False
-                    break
-                logr += beta * (math.log(tp[j]) - math.log(theta[k, o + j]))
-            if ok:
-                for c in range(C):
-                    if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
-                        continue
-                    N = sizes[c]
-                    rest = N
-                    for j in range(J):
-                        if j < J - 1:
-                            nj = (counts[c, o + j] - math.floor(N * theta[k, o + j] + 0.5)
-                                  + math.floor(N * tp[j] + 0.5))
-                            rest -= nj
-                        else:
-                            nj = rest
-                        if nj < 0.0:
-                            ok = False
-                            break
-                        newc[c, j] = nj
-                    if not ok:
-                        break
-                    for j in range(J):
-                        cur = counts[c, o + j]
-                        nj = newc[c, j]
-                        if nj > 0.0:
-                            logr += nj * math.log(tp[j])
-                        if cur > 0.0:
-                            logr -= cur * math.log(theta[k, o + j])
-                        logr -= _lgamma_diff(cur + 1.0, nj - cur)
-                        ob = obs[c, o + j]
-                        if l2:
-                            logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
-                        else:
-                            logr -= w * (abs(ob - nj) - abs(ob - cur))
-            accepted = ok and (logr >= 0.0 or math.log(rng.random()) < logr)
-            stats[0] += 1
-            if accepted:
-                stats[1] += 1
-                for c in range(C):
-                    if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
-                        continue
-                    for j in range(J):
-                        counts[c, o + j] = newc[c, j]
+            for i in range(m):
+                s = 0.0
+                for j in range(i + 1):
+                    s += chol[k, d, i, j] * xi[j]
+                tp[i] = v[i] + step * s
+        mx = 0.0
+        for j in range(m):
+            if tp[j] > mx:
+                mx = tp[j]
+        tot = math.exp(-mx)
+        for j in range(m):
+            tp[j] = math.exp(tp[j] - mx)
+            tot += tp[j]
+        tp[J - 1] = math.exp(-mx)
+        for j in range(J):
+            tp[j] /= tot
+            if not tp[j] > 0.0:
+                ok = False
+                break
+            logr += beta * (math.log(tp[j]) - math.log(theta[k, o + j]))
+        if ok:
+            for c in range(C):
+                if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                    continue
+                N = sizes[c]
+                rest = N
                 for j in range(J):
-                    theta[k, o + j] = tp[j]
-            if adapt:
-                logstep[k, d] += ((1.0 if accepted else 0.0) - 0.3) * 0.5
-                logstep[k, d] = min(max(logstep[k, d], -30.0), 2.0)
+                    if j < J - 1:
+                        nj = (counts[c, o + j] - math.floor(N * theta[k, o + j] + 0.5)
+                              + math.floor(N * tp[j] + 0.5))
+                        rest -= nj
+                    else:
+                        nj = rest
+                    if nj < 0.0:
+                        ok = False
+                        break
+                    newc[c, j] = nj
+                if not ok:
+                    break
+                for j in range(J):
+                    cur = counts[c, o + j]
+                    nj = newc[c, j]
+                    if nj > 0.0:
+                        logr += nj * math.log(tp[j])
+                    if cur > 0.0:
+                        logr -= cur * math.log(theta[k, o + j])
+                    logr -= _lgamma_diff(cur + 1.0, nj - cur)
+                    ob = obs[c, o + j]
+                    if l2:
+                        logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
+                    else:
+                        logr -= w * (abs(ob - nj) - abs(ob - cur))
+        accepted = ok and (logr >= 0.0 or math.log(rng.random()) < logr)
+        stats[0] += 1
+        if ind:
+            stats[4] += 1
+        if accepted:
+            stats[1] += 1
+            if ind:
+                stats[5] += 1
+            for c in range(C):
+                if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                    continue
+                for j in range(J):
+                    counts[c, o + j] = newc[c, j]
+            for j in range(J):
+                theta[k, o + j] = tp[j]
+        if adapt and not ind:
+            logstep[k, d] += ((1.0 if accepted else 0.0) - 0.3) * 0.5
+            logstep[k, d] = min(max(logstep[k, d], -30.0), 2.0)
 
 
 @njit(cache=True, nogil=True)

@@ -301,15 +301,13 @@ class GibbsChain:
         self.theta = np.empty((K, W))
         self.L = np.empty((R * T, K))
         self.n_acc = self.n_prop = 0
-        self.logstep = np.full((model.n_states, len(model.n_levels)), -3.0)
-        # per-coordinate scales of the residual-shift proposal (additive log-ratio coordinates
-        # of each emission block): the coordinates' sd over the warm-up (Welford), normalised
-        # to geometric mean 1 per block; fixed while draws are kept
-        self.vscale = np.ones((model.n_states, model.width))
-        self._vn = 0
-        self._vmean = np.zeros((model.n_states, model.width))
-        self._vm2 = np.zeros((model.n_states, model.width))
-        self.shift_stats = np.zeros(4)    # residual-shift moves of theta, then of z: proposed, accepted
+        # the residual-shift move's proposal (full-covariance random walk and independence
+        # proposal per state and feature), learnt in the warm-up, fixed while draws are kept
+        from privpost.inference._hmm_shift import ShiftProposal
+        self.shift = ShiftProposal(model.n_states, model.levels_arr)
+        # residual-shift moves of theta, then of z: proposed, accepted; then the independence
+        # proposals among the theta moves: proposed, accepted
+        self.shift_stats = np.zeros(6)
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -354,12 +352,15 @@ class GibbsChain:
                 self.n_acc += moved
                 self.n_prop += moves
                 if latent["shift"]:
+                    sp = self.shift
+                    if keep:
+                        sp.freeze()
                     core.shift_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
                                      latent["sizes"], latent["inv_scale"], latent["l2"],
-                                     self.use, m.beta, self.logstep, not keep, self.shift_stats,
-                                     rng, _SHIFT_REPS, self.vscale)
+                                     self.use, m.beta, sp.logstep, not keep, self.shift_stats,
+                                     rng, _SHIFT_REPS, sp.chol, sp.mean, sp.indep)
                     if not keep:
-                        self._learn_scales()
+                        sp.learn(theta, m.offsets)
                     core.state_shift_moves(z, self.ntr, self.nout, theta, counts,
                                            latent["obs"], m.offsets, m.levels_arr,
                                            latent["sizes"], latent["inv_scale"], latent["l2"],
@@ -397,28 +398,6 @@ class GibbsChain:
             self.blocks.append(blk)
             self.n_stored += n
 
-    def _learn_scales(self) -> None:
-        """Warm-up only: update the running sd of every log-ratio coordinate and the scales."""
-        m = self.model
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lt = np.log(self.theta)
-            v = np.empty_like(lt)
-            for o, J in zip(m.offsets, m.n_levels):
-                v[:, o:o + J] = lt[:, o:o + J] - lt[:, o + J - 1:o + J]
-        if not np.all(np.isfinite(v)):
-            return
-        self._vn += 1
-        delta = v - self._vmean
-        self._vmean += delta / self._vn
-        self._vm2 += delta * (v - self._vmean)
-        if self._vn < 20:
-            return
-        sd = np.sqrt(self._vm2 / (self._vn - 1))
-        for o, J in zip(m.offsets, m.n_levels):
-            blk = np.maximum(sd[:, o:o + J - 1], 1e-12)
-            gm = np.exp(np.mean(np.log(blk), axis=1, keepdims=True))
-            self.vscale[:, o:o + J - 1] = blk / gm
-
     def _keep(self, blk, s, keep) -> None:
         """Store draw ``s`` of the block (``A`` drawn given the paths) when ``keep``."""
         if not keep:
@@ -453,6 +432,8 @@ class GibbsChain:
                 out["shift_accept_rate"] = self.shift_stats[1] / max(self.shift_stats[0], 1.0)
                 out["state_shift_accept_rate"] = (self.shift_stats[3]
                                                   / max(self.shift_stats[2], 1.0))
+                out["shift_indep_accept_rate"] = (self.shift_stats[5]
+                                                  / max(self.shift_stats[4], 1.0))
         out["n_stored"] = self.n_stored
         return out
 
@@ -778,7 +759,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         stats["counts"] = np.stack([r["counts"] for r in results])
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
-        for key in ("shift_accept_rate", "state_shift_accept_rate"):
+        for key in ("shift_accept_rate", "state_shift_accept_rate", "shift_indep_accept_rate"):
             if key in results[0]:
                 chain_stats[key] = np.array([r[key] for r in results])
     if method == "ops":
