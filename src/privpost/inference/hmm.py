@@ -18,7 +18,9 @@
   residual-shift MH moves: 10 per state and feature that move the state's emissions together
   with the counts of its cells (:func:`~privpost.inference._hmm_core.shift_moves`; without
   them theta moves only by the width of ``theta | counts``, far less than its posterior width
-  when the noise is large against ``sqrt(N)``), and one per cell that moves the cell's state
+  when the noise is large against ``sqrt(N)``), alternately a random walk with a full
+  covariance and a multivariate-t independence proposal, both learnt in the warm-up and fixed
+  while draws are kept (:mod:`privpost.inference._hmm_shift`), and one per cell that moves the cell's state
   together with its counts (:func:`~privpost.inference._hmm_core.state_shift_moves`; given
   the counts a cell's state is sticky when the noise is large), then makes the same ``z`` and
   ``theta`` Gibbs moves as ``naive`` on the imputed counts. Target::
