@@ -153,3 +153,48 @@ def test_a_zero_probability_learns_nothing(bad):
     sp = ShiftProposal(1, np.array([2]))
     sp.learn(np.array([[bad, 1.0]]), np.array([0]))
     assert sp._n == 0
+
+
+def _thin_chain(seed, *, jac=1.0, iters=6000, anchor=2, sigma=0.8):
+    """count sweep + thinning moves only (the only move of theta)."""
+    rng = np.random.default_rng(seed)
+    z = np.zeros((1, 2), dtype=np.int64)
+    off = np.array([0], dtype=np.int64)
+    levels = np.array([J], dtype=np.int64)
+    use = np.ones(2, dtype=np.int64)
+    theta = np.full((1, J), 1.0 / J)
+    counts = np.stack([rng.multinomial(int(N), theta[0]) for N in SIZES]).astype(float)
+    stats = np.zeros(8)
+    logstep = np.full((1, J), np.log(sigma))
+    anch = np.array([[anchor]], dtype=np.int64)
+    out_t, out_n = np.empty((iters, J)), np.empty((iters, 2, J))
+    for i in range(iters):
+        core.count_sweep(z, np.log(theta), off, levels, counts, OBS, 1.0 / SCALE, False, use,
+                         1, rng)
+        core.thin_moves(z, theta, counts, OBS, off, levels, SIZES, 1.0 / SCALE, False, use,
+                        BETA, logstep, anch, False, stats, rng, jac)
+        out_t[i], out_n[i] = theta[0], counts
+    return out_t, out_n, stats
+
+
+def _thin_zs(seed, **kw):
+    runs = [_thin_chain(seed + c, **kw) for c in range(4)]
+    th = np.stack([r[0] for r in runs])
+    n = np.stack([r[1] for r in runs])
+    m1, m2, mn = _exact()
+    zs = [_mcse_z(th[..., j], m1[j]) for j in range(J)]
+    zs += [_mcse_z(th[..., j] ** 2, m2[j]) for j in range(J)]
+    zs += [_mcse_z(n[..., c, j], mn[c, j]) for c in range(2) for j in range(J)]
+    return np.array(zs), np.stack([r[2] for r in runs])
+
+
+@pytest.mark.parametrize("anchor", [2, 0])
+def test_thinning_moves_keep_the_exact_law_and_the_jacobian_matters(anchor):
+    zs, stats = _thin_zs(400 + 10 * anchor, anchor=anchor)
+    rate = stats[:, 7] / stats[:, 6]
+    assert np.all((rate > 0.05) & (rate < 0.95)), rate
+    assert np.all(stats[:, 6] == 6000 * (J - 1))
+    assert np.max(np.abs(zs)) < K_MCSE, zs
+    if anchor == 2:
+        wrong, _ = _thin_zs(500, anchor=anchor, jac=0.0, sigma=2.0, iters=12000)   # s left out
+        assert np.max(np.abs(wrong)) > 2 * K_MCSE, wrong

@@ -26,7 +26,7 @@ from numba import njit
 from privpost.inference._count_moves import _lgamma_diff, pair_move
 
 __all__ = ["transition_counts", "emission_loglik", "z_sweep", "z_sweep_marginal", "state_sums", "dirichlet_blocks",
-           "record_sweep", "count_sweep", "shift_moves", "state_shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
+           "record_sweep", "count_sweep", "shift_moves", "thin_moves", "state_shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
            "ffbs", "slice_pair_sweeps", "truncated_dirichlet_blocks_slice"]
 
 
@@ -570,6 +570,121 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
         if adapt and not ind:
             logstep[k, d] += ((1.0 if accepted else 0.0) - 0.3) * 0.5
             logstep[k, d] = min(max(logstep[k, d], -30.0), 2.0)
+
+
+@njit(cache=True, nogil=True)
+def _log_binom(m, n, p):
+    """``log Binomial(m; n, p)`` (``0 <= m <= n``; ``p`` in [0, 1], degenerate ends exact)."""
+    if p <= 0.0:
+        return 0.0 if m == 0.0 else -np.inf
+    if p >= 1.0:
+        return 0.0 if m == n else -np.inf
+    return (math.lgamma(n + 1.0) - math.lgamma(m + 1.0) - math.lgamma(n - m + 1.0)
+            + m * math.log(p) + (n - m) * math.log1p(-p))
+
+
+@njit(cache=True, nogil=True)
+def thin_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, anchor,
+               adapt, stats, rng, jac=1.0):
+    """Non-centred "thinning" moves of the count latent, one per state, feature and level:
+    exact MH moves of the emission pair ``(theta_i, theta_a)`` (``a = anchor[k, d]``, the
+    block's anchor level, ``i != a``) together with the counts of levels ``i`` and ``a`` in
+    every used cell of the state, ``theta_i + theta_a`` and each cell's ``n_i + n_a`` kept.
+
+    Proposal: ``s = exp(sigma xi)``, ``xi ~ N(0, 1)``, ``sigma = exp(logstep[k, off[d] + i])``;
+    ``theta'_i = s theta_i``, ``theta'_a = theta_a + (1 - s) theta_i`` (rejected unless
+    ``> 0``); per cell ``c``, ``s < 1``: ``m_c ~ Binomial(n_ci, 1 - s)`` units move from ``i``
+    to ``a`` (thinning); ``s > 1``: ``m_c ~ Binomial(n_ca, r)``, ``r = theta_i (s - 1) /
+    theta_a``, move from ``a`` to ``i``. The reverse of a move with ``s`` is the move with
+    ``1/s`` (same anchor; thinning and its reverse swap roles, with ``r' = (1 - s) theta_i /
+    theta'_a`` when ``s < 1``), so the MH ratio is
+
+        pi(theta', n') / pi(theta, n) * q(m | reverse) / q(m | forward) * s
+
+    with ``pi`` the target of :func:`shift_moves` in simplex coordinates (Dirichlet(beta)
+    density ``prod theta_j^(beta - 1)``, Multinomial, noise), ``q`` products of Binomial pmfs,
+    and ``s = |d(theta'_i, theta'_a, log s') / d(theta_i, theta_a, log s)|`` (``log s ~
+    N(0, sigma^2)`` is symmetric under ``log s -> -log s``). Unlike the residual shift, counts
+    scale with ``theta_i`` and can never go negative, so the move works for rare levels, where
+    the residual shift is blocked (a cell with ``n_ci = 0`` whose ``round(N_c theta_i)``
+    would fall). ``adapt``: stochastic approximation of ``logstep`` towards acceptance 0.3
+    (warm-up only). ``stats[6] +=`` proposals, ``stats[7] +=`` acceptances. ``jac`` weights
+    ``log s`` (1 always, except in the test that checks that its omission is detected).
+    """
+    R, Tt = z.shape
+    C = R * Tt
+    K = theta.shape[0]
+    D = off.shape[0]
+    mv = np.empty(C)
+    for k in range(K):
+        for d in range(D):
+            o = off[d]
+            J = levels[d]
+            a = o + anchor[k, d]
+            for i0 in range(J):
+                i = o + i0
+                if i == a:
+                    continue
+                ti = theta[k, i]
+                ta = theta[k, a]
+                if not (ti > 0.0 and ta > 0.0):
+                    continue
+                sig = math.exp(logstep[k, i])
+                ls = sig * rng.standard_normal()
+                s = math.exp(ls)
+                ti2 = s * ti
+                ta2 = ta + (1.0 - s) * ti
+                stats[6] += 1
+                if not (ti2 > 0.0 and ta2 > 0.0):
+                    if adapt:
+                        logstep[k, i] = min(max(logstep[k, i] - 0.15, -20.0), 3.0)
+                    continue
+                lti, lta, lti2, lta2 = math.log(ti), math.log(ta), math.log(ti2), math.log(ta2)
+                logr = (beta - 1.0) * (lti2 + lta2 - lti - lta) + jac * ls
+                if s < 1.0:
+                    pf = 1.0 - s                       # forward: thin i
+                    pr = (1.0 - s) * ti / ta2          # reverse: from a back to i
+                else:
+                    pf = ti * (s - 1.0) / ta           # forward: from a to i
+                    pr = 1.0 - 1.0 / s                 # reverse: thin i with s' = 1/s
+                for c in range(C):
+                    if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                        mv[c] = 0.0
+                        continue
+                    ni = counts[c, i]
+                    na = counts[c, a]
+                    if s < 1.0:
+                        m = float(rng.binomial(int(ni), min(pf, 1.0))) if ni > 0.0 else 0.0
+                        ni2 = ni - m
+                        na2 = na + m
+                        logr += _log_binom(m, na2, pr) - _log_binom(m, ni, pf)
+                    else:
+                        m = float(rng.binomial(int(na), min(pf, 1.0))) if na > 0.0 else 0.0
+                        ni2 = ni + m
+                        na2 = na - m
+                        logr += _log_binom(m, ni2, pr) - _log_binom(m, na, pf)
+                    mv[c] = ni2 - ni
+                    logr += (ni2 * lti2 - ni * lti + na2 * lta2 - na * lta
+                             - _lgamma_diff(ni + 1.0, ni2 - ni) - _lgamma_diff(na + 1.0, na2 - na))
+                    oi = obs[c, i]
+                    oa = obs[c, a]
+                    if l2:
+                        logr -= w * ((oi - ni2) ** 2 - (oi - ni) ** 2
+                                     + (oa - na2) ** 2 - (oa - na) ** 2)
+                    else:
+                        logr -= w * (abs(oi - ni2) - abs(oi - ni) + abs(oa - na2) - abs(oa - na))
+                acc = logr >= 0.0 or math.log(rng.random()) < logr
+                if acc:
+                    stats[7] += 1
+                    theta[k, i] = ti2
+                    theta[k, a] = ta2
+                    for c in range(C):
+                        if mv[c] != 0.0:
+                            counts[c, i] += mv[c]
+                            counts[c, a] -= mv[c]
+                if adapt:
+                    logstep[k, i] += ((1.0 if acc else 0.0) - 0.3) * 0.5
+                    logstep[k, i] = min(max(logstep[k, i], -20.0), 3.0)
 
 
 @njit(cache=True, nogil=True)

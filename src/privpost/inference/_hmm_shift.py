@@ -52,6 +52,11 @@ class ShiftProposal:
         self.mean = np.zeros((K, self.D, M))
         self.indep = np.zeros((K, self.D), dtype=np.int64)
         self.logstep = np.full((K, self.D), -3.0)
+        # thinning moves (:func:`~privpost.inference._hmm_core.thin_moves`): per level the log
+        # sd of log s, and per block the anchor level (the most probable in the last window;
+        # the last level until then)
+        self.thin_logstep = np.full((K, int(levels.sum())), np.log(0.3))
+        self.anchor = np.tile(levels - 1, (K, 1)).astype(np.int64)
         self.frozen = False
         self._win = 0                 # index into WINDOWS
         self._reset()
@@ -118,6 +123,8 @@ class ShiftProposal:
                 if not np.all(np.isfinite(L)):
                     continue
                 self.chol[k, d, :m, :m] = L
+                mu = np.append(self._mu[k, d, :m], 0.0)
+                self.anchor[k, d] = int(np.argmax(mu))      # most probable level on average
                 self.mean[k, d, :m] = self._mu[k, d, :m]
                 self.logstep[k, d] = np.log(2.38 / np.sqrt(m))
                 if n >= MIN_INDEP:

@@ -309,7 +309,8 @@ class GibbsChain:
         self.shift = ShiftProposal(model.n_states, model.levels_arr)
         # residual-shift moves of theta, then of z: proposed, accepted; then the independence
         # proposals among the theta moves: proposed, accepted
-        self.shift_stats = np.zeros(6)
+        # then the thinning moves (rare levels): proposed, accepted
+        self.shift_stats = np.zeros(8)
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -361,6 +362,10 @@ class GibbsChain:
                                      latent["sizes"], latent["inv_scale"], latent["l2"],
                                      self.use, m.beta, sp.logstep, not keep, self.shift_stats,
                                      rng, _SHIFT_REPS, sp.chol, sp.mean, sp.indep)
+                    core.thin_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
+                                    latent["sizes"], latent["inv_scale"], latent["l2"], self.use,
+                                    m.beta, sp.thin_logstep, sp.anchor, not keep,
+                                    self.shift_stats, rng)
                     if not keep:
                         sp.learn(theta, m.offsets)
                     core.state_shift_moves(z, self.ntr, self.nout, theta, counts,
@@ -436,6 +441,7 @@ class GibbsChain:
                                                   / max(self.shift_stats[2], 1.0))
                 out["shift_indep_accept_rate"] = (self.shift_stats[5]
                                                   / max(self.shift_stats[4], 1.0))
+                out["thin_accept_rate"] = self.shift_stats[7] / max(self.shift_stats[6], 1.0)
         out["n_stored"] = self.n_stored
         return out
 
@@ -761,7 +767,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         stats["counts"] = np.stack([r["counts"] for r in results])
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
-        for key in ("shift_accept_rate", "state_shift_accept_rate", "shift_indep_accept_rate"):
+        for key in ("shift_accept_rate", "state_shift_accept_rate", "shift_indep_accept_rate",
+                    "thin_accept_rate"):
             if key in results[0]:
                 chain_stats[key] = np.array([r[key] for r in results])
     if method == "ops":
