@@ -10,7 +10,10 @@ multinomial): ``E[theta_j]``, ``E[theta_j^2]``, ``E[n_cj]``. Two proposals:
 
 * the independence proposal (multivariate t around a deliberately off-centre mean), with the
   wrong variant that drops its proposal ratio ``q(v) / q(v')`` (``qratio=0``), which must fail;
-* the random walk with a full (correlated) Cholesky factor.
+* the random walk with a full (correlated) Cholesky factor;
+* the thinning moves (:func:`~privpost.inference._hmm_core.thin_moves`, the only move of
+  theta there), anchored at the last and at the first level, with the wrong variant that drops
+  the Jacobian ``s`` (``jac=0``), which must fail.
 
 Tolerance ``|z| < K_MCSE`` (tests/_tolerance.py) against the ESS-based MCSE of each bounded
 statistic; the wrong variant ``|z| > 2 K_MCSE``. The learnt proposal inside the whole sampler is

@@ -15,7 +15,11 @@ learns them in the warm-up only:
 * when the warm-up ends (the first :meth:`ShiftProposal.freeze`), the window in progress is
   used if it holds at least 30 iterations;
 * ``step`` by stochastic approximation towards random-walk acceptance 0.3 (inside
-  ``shift_moves``), reset to ``2.38 / sqrt(K_d - 1)`` whenever ``L`` changes.
+  ``shift_moves``), reset to ``2.38 / sqrt(K_d - 1)`` whenever ``L`` changes;
+* for the thinning moves (:func:`~privpost.inference._hmm_core.thin_moves`) the anchor level
+  of each block (the most probable level of the last window's mean; the last level before the
+  first window) and, per level, the log sd of the log scale factor (stochastic approximation
+  towards acceptance 0.3 inside ``thin_moves``).
 
 While draws are kept nothing changes, so the kept chain is one fixed MH kernel of the exact
 target (adaptation in the warm-up only); the learnt shape depends on the chain's own past only,
@@ -24,7 +28,8 @@ coordinates all share the reference level's noise, so when that level is rare th
 correlated and a per-coordinate scale cannot follow them (EXPERIMENTS.md §7.1).
 
 Shapes: ``K`` states, ``D`` features, ``M = max_d K_d - 1``; ``chol (K, D, M, M)``, ``mean
-(K, D, M)``, ``indep (K, D)`` int64, ``logstep (K, D)``.
+(K, D, M)``, ``indep (K, D)`` int64, ``logstep (K, D)``, ``anchor (K, D)`` int64 (level index
+within the block), ``thin_logstep (K, W)``.
 """
 
 from __future__ import annotations

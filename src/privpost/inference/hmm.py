@@ -20,7 +20,11 @@
   them theta moves only by the width of ``theta | counts``, far less than its posterior width
   when the noise is large against ``sqrt(N)``), alternately a random walk with a full
   covariance and a multivariate-t independence proposal, both learnt in the warm-up and fixed
-  while draws are kept (:mod:`privpost.inference._hmm_shift`), and one per cell that moves the cell's state
+  while draws are kept (:mod:`privpost.inference._hmm_shift`); one thinning move per state,
+  feature and level (:func:`~privpost.inference._hmm_core.thin_moves`: ``theta_i`` scaled with
+  the block's anchor level absorbing the difference, every cell's counts of the two levels moved
+  by binomial thinning; the residual shift cannot move a rare level down when a cell holds
+  none of it, thinning can); and one per cell that moves the cell's state
   together with its counts (:func:`~privpost.inference._hmm_core.state_shift_moves`; given
   the counts a cell's state is sticky when the noise is large), then makes the same ``z`` and
   ``theta`` Gibbs moves as ``naive`` on the imputed counts. Target::
@@ -96,9 +100,11 @@ marginal, tested against the same enumeration; ``"marginal"``: the single-site m
 collapsed Gibbs sampler that lets a cell move to an empty state, which the other two cannot at
 large cell sizes (chains that merged two true states stay so); not for ``ops``). ``damcmc``: ``latent`` (``"auto"``, default,
 = ``"counts"``: the count table; ``"records"``: every report), ``count_sweeps`` (count latent,
-default 1), ``count_shift`` (count latent: the residual-shift move, default True),
+default 1), ``count_shift`` (count latent: the non-centred moves -- residual shift, thinning, state shift -- default True),
 ``record_sweeps`` (record latent, default 1); ``chain_stats["accept_rate"]`` is the
-MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``. ``ops``: ``records`` (required), ``epsilon`` (default: the
+MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``;
+``shift_accept_rate``, ``shift_indep_accept_rate``, ``thin_accept_rate`` and
+``state_shift_accept_rate`` those of the non-centred moves. ``ops``: ``records`` (required), ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
 The states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
