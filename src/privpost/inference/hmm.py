@@ -100,11 +100,12 @@ marginal, tested against the same enumeration; ``"marginal"``: the single-site m
 collapsed Gibbs sampler that lets a cell move to an empty state, which the other two cannot at
 large cell sizes (chains that merged two true states stay so); not for ``ops``). ``damcmc``: ``latent`` (``"auto"``, default,
 = ``"counts"``: the count table; ``"records"``: every report), ``count_sweeps`` (count latent,
-default 1), ``count_shift`` (count latent: the non-centred moves -- residual shift, thinning, state shift -- default True),
-``record_sweeps`` (record latent, default 1); ``chain_stats["accept_rate"]`` is the
-MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``;
+default 1), ``count_shift`` (count latent: the non-centred moves -- residual shift,
+thinning, state shift -- default True), ``record_sweeps`` (record latent, default 1);
+``chain_stats["accept_rate"]`` is the MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``;
 ``shift_accept_rate``, ``shift_indep_accept_rate``, ``thin_accept_rate`` and
-``state_shift_accept_rate`` those of the non-centred moves. ``ops``: ``records`` (required), ``epsilon`` (default: the
+``state_shift_accept_rate`` those of the non-centred moves. ``ops``: ``records`` (required),
+``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
 The states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
