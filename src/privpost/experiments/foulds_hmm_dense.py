@@ -6,9 +6,10 @@ for every entry of pi, A, theta after relabelling, or a stated time budget), bes
 The data, held-out cells and releases are those of ``privpost reproduce foulds2016-hmm --full``
 with ``seed=2016`` (the run of §7.1): the random stream of
 :func:`privpost.experiments.foulds_hmm._heldout_rows` is consumed in the same order (every fit's
-seed is drawn whether or not that fit is run), so split ``s``, ε here are the same data and
-release as there, and the Laplace column must repeat §7.1's (a check of the pairing). Only the
-HMM (K states) part is fitted; naive Bayes, OPS and non-private are skipped.
+seed is drawn whether or not that fit is run), so split ``s``, ε here are meant to be the same
+data and release as there (not checked: §7.1 kept only the means over splits; the Laplace fit
+is the same call with the same seed, so it repeats whatever §7.1's split had). Only the HMM
+(``states`` states) part is fitted; naive Bayes, OPS and non-private are skipped.
 
 Run: ``python -m privpost.experiments.foulds_hmm_dense --splits 0 1 --max-seconds 600
 --out out/dense_converged.csv`` (rows appended after every fit).
