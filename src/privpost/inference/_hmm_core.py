@@ -574,13 +574,21 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
 
 @njit(cache=True, nogil=True)
 def _log_binom(m, n, p):
-    """``log Binomial(m; n, p)`` (``0 <= m <= n``; ``p`` in [0, 1], degenerate ends exact)."""
+    """``log Binomial(m; n, p) + lgamma(m + 1)`` (``0 <= m <= n``; ``p`` in [0, 1], degenerate
+    ends exact). ``lgamma(m + 1)`` is left out: :func:`thin_moves` takes the difference of two
+    such terms with the same ``m``, where it cancels; the rest is free of cancellation
+    (:func:`~privpost.inference._count_moves._lgamma_diff`), so cells of 10^15 reports keep the
+    ratio's precision."""
     if p <= 0.0:
         return 0.0 if m == 0.0 else -np.inf
     if p >= 1.0:
-        return 0.0 if m == n else -np.inf
-    return (math.lgamma(n + 1.0) - math.lgamma(m + 1.0) - math.lgamma(n - m + 1.0)
-            + m * math.log(p) + (n - m) * math.log1p(-p))
+        return math.lgamma(m + 1.0) if m == n else -np.inf
+    out = _lgamma_diff(n - m + 1.0, m)
+    if m > 0.0:
+        out += m * math.log(p)
+    if n - m > 0.0:
+        out += (n - m) * math.log1p(-p)
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -632,21 +640,23 @@ def thin_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logs
                 sig = math.exp(logstep[k, i])
                 ls = sig * rng.standard_normal()
                 s = math.exp(ls)
+                om = -math.expm1(ls)                       # 1 - s, accurately
                 ti2 = s * ti
-                ta2 = ta + (1.0 - s) * ti
+                ta2 = ta + om * ti
                 stats[6] += 1
                 if not (ti2 > 0.0 and ta2 > 0.0):
                     if adapt:
                         logstep[k, i] = min(max(logstep[k, i] - 0.15, -20.0), 3.0)
                     continue
-                lti, lta, lti2, lta2 = math.log(ti), math.log(ta), math.log(ti2), math.log(ta2)
-                logr = (beta - 1.0) * (lti2 + lta2 - lti - lta) + jac * ls
+                lti, lta = math.log(ti), math.log(ta)
+                dla = math.log1p(om * ti / ta)                 # log theta'_a - log theta_a
+                logr = (beta - 1.0) * (ls + dla) + jac * ls
                 if s < 1.0:
-                    pf = 1.0 - s                       # forward: thin i
-                    pr = (1.0 - s) * ti / ta2          # reverse: from a back to i
+                    pf = om                            # forward: thin i
+                    pr = om * ti / ta2                 # reverse: from a back to i
                 else:
-                    pf = ti * (s - 1.0) / ta           # forward: from a to i
-                    pr = 1.0 - 1.0 / s                 # reverse: thin i with s' = 1/s
+                    pf = -om * ti / ta                 # forward: from a to i
+                    pr = -math.expm1(-ls)              # reverse: thin i with s' = 1/s
                 for c in range(C):
                     if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
                         mv[c] = 0.0
@@ -664,7 +674,8 @@ def thin_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logs
                         na2 = na - m
                         logr += _log_binom(m, ni2, pr) - _log_binom(m, na, pf)
                     mv[c] = ni2 - ni
-                    logr += (ni2 * lti2 - ni * lti + na2 * lta2 - na * lta
+                    # n' log theta' - n log theta, as n' (log theta' - log theta) + (n' - n) log theta
+                    logr += (ni2 * ls + (ni2 - ni) * lti + na2 * dla + (na2 - na) * lta
                              - _lgamma_diff(ni + 1.0, ni2 - ni) - _lgamma_diff(na + 1.0, na2 - na))
                     oi = obs[c, i]
                     oa = obs[c, a]
