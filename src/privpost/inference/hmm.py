@@ -659,9 +659,10 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                      f"{model.n_features} features, {q.n_total} reports), by exact pair moves "
                      f"({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} of random level "
                      "pairs per group and iteration), "
-                     + ("non-centred residual-shift MH moves (each state's emissions with "
-                        "the counts of its cells; each cell's state with its counts), "
-                        if count_shift else "")
+                     + ("non-centred MH moves (residual shifts of each state's emissions "
+                        "with the counts of its cells, thinning moves of each level with them, "
+                        "each cell's state with its counts; proposals learnt in the warm-up "
+                        "only), " if count_shift else "")
                      + "then the z and theta Gibbs moves on them; exact for p(z, theta | "
                      "release), cost independent of the cell sizes")
     elif method == "damcmc":
