@@ -23,12 +23,20 @@ import warnings
 
 import numpy as np
 
-__all__ = ["run"]
+__all__ = ["run", "GRID"]
+
+#: the ε grid of §7 / §7.1 (``foulds2016-hmm``'s full size), in its order
+GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
 
 
 def run(splits=(0,), epsilons=(0.1, 0.3, 1.0, 3.0, 10.0), *, max_seconds=600.0, seed=2016,
         states=10, z_sampler="collapsed", out=None, progress=False):
-    """Rows (dict per fit) of the converged-damcmc study (module docstring)."""
+    """Rows (dict per fit) of the converged-damcmc study (module docstring); ``epsilons`` a
+    subset of :data:`GRID` (the seeds of the others are drawn all the same, so a subset gets
+    the same releases as the whole grid)."""
+    bad = [e for e in epsilons if e not in GRID]
+    if bad:
+        raise ValueError(f"epsilons must be in {GRID}, got {bad}")
     import pandas as pd
 
     import privpost as pp
@@ -53,10 +61,10 @@ def run(splits=(0,), epsilons=(0.1, 0.3, 1.0, 3.0, 10.0), *, max_seconds=600.0, 
             # naive Bayes (K = 1) draws its release and fits' seeds too: consume them alike
             rng.integers(2**31)                  # the non-private fit's release
             rng.integers(2**31)                  # ... and its fit
-            for eps in epsilons:
+            for eps in GRID:                     # every ε of §7 draws its seeds, run or not
                 rel_seed = int(rng.integers(2**31))
                 fit_seeds = [int(rng.integers(2**31)) for _ in range(4)]   # laplace, ops x2, damcmc
-                if K == 1 or split not in splits:
+                if K == 1 or split not in splits or eps not in epsilons:
                     continue
                 model = HiddenMarkovNB(K, q.n_levels)
                 rel = pp.release(recs, query=q, mechanism=Laplace(epsilon=eps), seed=rel_seed)
