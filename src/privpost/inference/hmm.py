@@ -133,6 +133,7 @@ import numpy as np
 
 from privpost._rng import as_generator
 from privpost.errors import IncompatibleError, PrivpostError
+from privpost.inference._hmm_shift import ShiftProposal
 from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
                                               reject_unknown)
 
@@ -311,12 +312,11 @@ class GibbsChain:
         self.L = np.empty((R * T, K))
         self.n_acc = self.n_prop = 0
         # the residual-shift move's proposal (full-covariance random walk and independence
-        # proposal per state and feature), learnt in the warm-up, fixed while draws are kept
-        from privpost.inference._hmm_shift import ShiftProposal
+        # proposal per state and feature) and the thinning moves' anchors and steps, learnt in
+        # the warm-up, fixed while draws are kept
         self.shift = ShiftProposal(model.n_states, model.levels_arr)
-        # residual-shift moves of theta, then of z: proposed, accepted; then the independence
-        # proposals among the theta moves: proposed, accepted
-        # then the thinning moves (rare levels): proposed, accepted
+        # proposed, accepted: residual-shift moves of theta, then of z, then the independence
+        # proposals among the theta moves, then the thinning moves
         self.shift_stats = np.zeros(8)
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
