@@ -133,9 +133,9 @@ import numpy as np
 
 from privpost._rng import as_generator
 from privpost.errors import IncompatibleError, PrivpostError
-from privpost.inference._hmm_shift import ShiftProposal
 from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
                                               reject_unknown)
+from privpost.inference._hmm_shift import ShiftProposal
 
 __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncated_dirichlet_step",
            "truncated_dirichlet_blocks",
