@@ -70,7 +70,7 @@ def load_group(data_dir: Path, group: str) -> np.ndarray:
 def make_release(x: np.ndarray, eps: float, seed: int):
     from privpost.mechanisms import Laplace
     from privpost.queries import CensoredLogMean
-    from privpost.release import release
+    from privpost.releases.release import release
 
     n = x.shape[0]
     rel = release(x, CensoredLogMean(parts=3, threshold=A, n=n), Laplace(epsilon=eps),

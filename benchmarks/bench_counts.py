@@ -19,7 +19,10 @@ their count-level rows force ``latent="counts"`` (``"auto"`` takes the records b
 Every run is the method's default (4 chains, run until split R-hat <= 1.01 and bulk/tail
 ESS >= 400, or its budget; record-level damcmc gets ``max_seconds=--records-seconds``), timed
 around the ``privpost.infer`` call (Numba compilation and cache loading done by a first,
-untimed call). ESS/s = smallest bulk-or-tail ESS over the parameter entries / that wall time.
+untimed call). ESS/s = smallest bulk-or-tail ESS over the parameter entries / that wall time;
+ESS/CPU-s the same over the CPU time of the process (steadier than wall time on a shared
+machine; record-level damcmc runs its chains in this thread, ``cores=1``, so both count the
+same work).
 Count-level damcmc and gibbs-ss are run ``--repeat`` times (same seed, so the same draws) and
 the median time is reported (the machine is shared); record-level damcmc once. Prints a Markdown
 table.
@@ -40,7 +43,7 @@ from privpost import diagnostics
 from privpost.mechanisms import DiscreteGaussian, Laplace
 from privpost.models import BetaBernoulli, DirichletCategorical
 from privpost.queries import Histogram, Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 P10 = np.array([0.22, 0.16, 0.13, 0.11, 0.09, 0.08, 0.07, 0.06, 0.05, 0.03])
 
@@ -77,7 +80,7 @@ def joint_problem(pair: str, n: int, seed: int):
         theta = model.prior_sample(np.random.default_rng(0))
         lp = model.joint_log_probs(theta, dom)
     else:
-        from privpost.marginal_tables import MarginalTables
+        from privpost.queries.marginal_tables import MarginalTables
         from privpost.models import CliqueMRF
 
         cl = [[0, 1], [1, 2], [2, 3], [3, 0]]
@@ -98,17 +101,21 @@ JOINT_PAIRS = ("nb", "mrf4")
 
 
 def timed(model, rel, method, repeat=1, **opts):
-    times = []
+    """``(median wall s, median CPU s of this process, worst ESS, max R-hat, posterior)``."""
+    times, cpus = [], []
     for _ in range(repeat):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
+            c0 = time.process_time()
             post = privpost.infer(model, rel, method=method, progress=False, **opts)
             times.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+    wall, cpu = float(np.median(times)), float(np.median(cpus))
     if post.n_draws < 4:      # the budget ended in the warm-up: no usable draws
-        return float(np.median(times)), 0.0, float("nan"), post
+        return wall, cpu, 0.0, float("nan"), post
     ess, rhat = diagnostics.worst(diagnostics.summarise(post.draws, cheap=True))
-    return float(np.median(times)), ess, rhat, post
+    return wall, cpu, ess, rhat, post
 
 
 def main():
@@ -127,32 +134,36 @@ def main():
         privpost.infer(model, rel, method="damcmc", draws=20, warmup=10, progress=False,
                        latent="counts")
         privpost.infer(model, rel, method="damcmc", draws=20, warmup=10, progress=False,
-                       latent="records")
-    print("| pair | n | method | seconds | worst ESS | max R-hat | ESS/s | counts ESS/s ÷ this |")
-    print("|---|---|---|---|---|---|---|---|")
+                       latent="records", cores=1)
+    print("| pair | n | method | seconds | CPU s | worst ESS | max R-hat | ESS/s | ESS/CPU-s | "
+          "counts ESS/s ÷ this | counts ESS/CPU-s ÷ this |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for pair in a.pairs:
         for nf in a.ns:
             n = int(nf)
             model, rel = problem(pair, n, a.seed)
             rows = []
-            dt, ess, rh, post = timed(model, rel, "damcmc", repeat=a.repeat, seed=a.seed,
-                                      latent="counts")
+            dt, cpu, ess, rh, post = timed(model, rel, "damcmc", repeat=a.repeat, seed=a.seed,
+                                           latent="counts")
             assert privpost.inference._count_latent.latent_of(post)[0] == "counts"
-            base = ess / dt
-            rows.append(("damcmc (counts)", dt, ess, rh))
+            base, base_cpu = ess / dt, ess / cpu
+            rows.append(("damcmc (counts)", dt, cpu, ess, rh))
             if n <= a.records_max_n:
                 rows.append(("damcmc (records)",) + timed(model, rel, "damcmc", seed=a.seed,
-                                                          latent="records",
-                                                          max_seconds=a.records_seconds)[:3])
+                                                          latent="records", cores=1,
+                                                          max_seconds=a.records_seconds)[:4])
             if pair not in JOINT_PAIRS:
                 rows.append(("gibbs-ss",) + timed(model, rel, "gibbs-ss", repeat=a.repeat,
-                                                  seed=a.seed)[:3])
-            for name, dt_, ess_, rh_ in rows:
-                rate = ess_ / dt_
-                ratio = "" if name == "damcmc (counts)" else \
-                    (f"{base / rate:.3g}" if rate > 0 else "no draws in budget")
-                print(f"| {pair} | {n:.0e} | {name} | {dt_:.2f} | {ess_:.0f} | {rh_:.4f} | "
-                      f"{rate:.0f} | {ratio} |", flush=True)
+                                                  seed=a.seed)[:4])
+            for name, dt_, cpu_, ess_, rh_ in rows:
+                rate, rate_cpu = ess_ / dt_, ess_ / max(cpu_, 1e-9)
+                ratio = ratio_cpu = ""
+                if name != "damcmc (counts)":
+                    ratio = f"{base / rate:.3g}" if rate > 0 else "no draws in budget"
+                    ratio_cpu = f"{base_cpu / rate_cpu:.3g}" if rate_cpu > 0 else ""
+                print(f"| {pair} | {n:.0e} | {name} | {dt_:.2f} | {cpu_:.2f} | {ess_:.0f} | "
+                      f"{rh_:.4f} | {rate:.0f} | {rate_cpu:.0f} | {ratio} | {ratio_cpu} |",
+                      flush=True)
     print(f"load {os.getloadavg()[0]:.1f} at end")
 
 

@@ -43,7 +43,7 @@ def make_problem(n: int, epsilon: float = 1.0, seed: int = 2022):
     from privpost.mechanisms import Laplace
     from privpost.models.linear_regression import LinearRegression
     from privpost.queries import RegressionStats
-    from privpost.release import release
+    from privpost.releases.release import release
 
     model = LinearRegression(p=2, sigma2=2.0, tau2=4.0, m=list(M_COV))
     rng = np.random.default_rng(seed)

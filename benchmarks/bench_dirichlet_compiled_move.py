@@ -39,7 +39,7 @@ CONFIGS = {"numpy": dict(fast_path=False, interweave=1),
 
 
 def _release(group):
-    from privpost.compositional import dpss_release, parse_dpss
+    from privpost.releases.dpss import dpss_release, parse_dpss
     from privpost.experiments.guo2023_atus import load_atus
 
     rs = dpss_release(load_atus()[group], 0.125, 0.375, seed=np.random.default_rng(0))

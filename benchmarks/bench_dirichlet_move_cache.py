@@ -6,7 +6,7 @@ compiles them in every process (SciPy bound by address), interleaved in the same
         [--draws 200] [--warmup 100] [--workdir DIR]
 
 Builds one DPss release of 400 records ~ Dir(2.2, 3.3, 4.4) (numpy seed 7; eps1 = 0.5,
-eps2 = 1, release seed 1; ``privpost.compositional.dpss_release``), then times, after one
+eps2 = 1, release seed 1; ``privpost.releases.dpss.dpss_release``), then times, after one
 untimed warm-up run per tree (so every timed run is a "second process" with a warm cache):
 ``privpost infer rs.json --model dirichlet:parts=3 --method dpmcmc --draws 200 --warmup 100
 --chains 1 --seed 1 --no-progress --option fast_path=true`` (the compiled driver with
@@ -30,7 +30,7 @@ from bench_startup import _LAUNCH, SRC, time_once
 
 def make_release(workdir: Path, src: str) -> Path:
     path = workdir / "rs.json"
-    code = ("import numpy as np; from privpost.compositional import dpss_release; "
+    code = ("import numpy as np; from privpost.releases.dpss import dpss_release; "
             "x = np.random.default_rng(7).dirichlet([2.2, 3.3, 4.4], 400); "
             f"dpss_release(x, 0.5, 1.0, seed=1).save({str(path)!r})")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": src},

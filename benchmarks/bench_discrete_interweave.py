@@ -56,7 +56,7 @@ def main():
     from privpost.mechanisms import Laplace
     from privpost.models import PoissonGamma
     from privpost.queries import Sum
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     rng = np.random.default_rng(0)
     x = rng.poisson(4.0, a.n)

@@ -77,8 +77,8 @@ def ess_vs_n(sizes, record_max, epsilon, iterations, states=1, seed=1) -> None:
             k = z.ravel()[c]
             for d, (o, J) in enumerate(zip(model.offsets, model.n_levels)):
                 counts[c, o:o + J] = rng.multinomial(N, params[f"theta{d + 1}"][k])
-        from privpost.cell_counts import CellCounts
-        from privpost.release import Release
+        from privpost.queries.cell_counts import CellCounts
+        from privpost.releases.release import Release
 
         q = CellCounts(model.n_levels, cells)
         mech = Laplace(epsilon=epsilon).calibrate(q.sensitivity("l1"))
@@ -105,8 +105,8 @@ def ess_vs_n(sizes, record_max, epsilon, iterations, states=1, seed=1) -> None:
 
 def _small(model):
     """A tiny release for the compile-warming call."""
-    from privpost.cell_counts import CellCounts
-    from privpost.release import Release
+    from privpost.queries.cell_counts import CellCounts
+    from privpost.releases.release import Release
 
     q = CellCounts(model.n_levels, [[2, 2]])
     mech = Laplace(epsilon=1.0).calibrate(q.sensitivity("l1"))

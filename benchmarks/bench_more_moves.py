@@ -47,7 +47,7 @@ CONFIGS = {
 
 def _problem(name, n, eps, p=2):
     from privpost.mechanisms import Laplace
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     rng = np.random.default_rng(0)
     if name == "naive-bayes":

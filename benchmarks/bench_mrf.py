@@ -33,7 +33,7 @@ def main() -> None:
 
     import privpost as pp
     from privpost.diagnostics import ess_bulk
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
 

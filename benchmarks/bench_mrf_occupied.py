@@ -20,7 +20,7 @@ def main() -> None:
     from privpost.experiments.cgm_study import make_structure
     from privpost.inference._count_occupied import occupied_sweep
     from privpost.inference._count_table import pair_sweep
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
     from privpost.release import release

@@ -41,7 +41,7 @@ def _privpost() -> str:
 
 #: The console script as pyproject.toml declares it (``privpost.cli:main``), run through this
 #: Python: an installed ``privpost`` script made before the entry point changed would still
-#: call ``privpost.cli:app`` (the same command without the quick exit of privpost._exit).
+#: call ``privpost.cli:app`` (the same command without the quick exit of privpost.cli._exit).
 _LAUNCH = ("import sys; sys.argv[0] = 'privpost'; from privpost.cli import main as m; m()")
 
 

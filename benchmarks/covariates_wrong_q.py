@@ -4,7 +4,7 @@ import numpy as np, privpost as pp, warnings
 from privpost.models import LinearRegression
 from privpost.queries import RegressionStats
 from privpost.mechanisms import Laplace
-from privpost.release import release
+from privpost.releases.release import release
 rng = np.random.default_rng(7); n = 2000
 x = np.column_stack([(rng.random(n) < 0.2).astype(float), 4.0 * rng.random(n)])
 y = 0.5 + 1.0 * x[:, 0] + 0.5 * x[:, 1] + rng.standard_normal(n)

@@ -37,7 +37,7 @@ BX, BY = [(0.0, 1.0), (0.0, 4.0)], (-10.0, 10.0)
 def replicate(r: int):
     from privpost.mechanisms import Laplace
     from privpost.queries import RegressionStats
-    from privpost.release import release
+    from privpost.releases.release import release
 
     rng = np.random.default_rng([23, r])
     beta = rng.standard_normal(3)

@@ -2,7 +2,7 @@
 
 Four counties × two cells (female, male) of 1,200 synthetic persons; each cell count gets
 discrete Gaussian noise of variance σ² = 1/(2ρ) with ρ = 0.5 (σ² = 1), as the 2020 Census
-noisy measurement files do (layout: docs/interop.md, privpost.census). The true counts are in
+noisy measurement files do (layout: docs/interop.md, privpost.releases.census). The true counts are in
 TRUE below (a simulation: the analyst never has them). Run from the repository root:
 
     python examples/make_census_example.py

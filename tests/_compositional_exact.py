@@ -46,7 +46,7 @@ def n1_release(s, a, lam):
     Laplace scale ``lam`` -- the case ``censored_n1_loglik`` computes."""
     from privpost.mechanisms import Laplace
     from privpost.queries import CensoredLogMean
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     q = CensoredLogMean(2, a, 1)
     return Release(q, Laplace(scale=lam).calibrate(q.sensitivity()), 1, s)

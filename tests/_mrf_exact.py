@@ -83,7 +83,7 @@ def check_damcmc_on_tiny_chain(**infer_kw):
     import arviz as az
 
     import privpost as pp
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
 

@@ -92,7 +92,7 @@ def valid_set_docs() -> tuple[str, ...]:
     import privpost as pp
     from privpost.mechanisms import Gaussian, Laplace
     from privpost.queries import Histogram, Sum
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     x = np.array([0.1, 0.4, 0.8, 0.3])
     c = np.array([0, 1, 1, 2])
@@ -248,10 +248,10 @@ def _penalty_seeds(penalty_mcmc, BetaBernoulli, y, counts, xy):
 def valid_kind_docs() -> dict[str, tuple[str, ...]]:
     """Kind -> JSON texts of valid documents of that kind, made by privpost itself."""
     import privpost as pp
-    from privpost.cell_counts import CellCounts
-    from privpost.compositional import dpss_release
+    from privpost.queries.cell_counts import CellCounts
+    from privpost.releases.dpss import dpss_release
     from privpost.inference.penalty import penalty_mcmc
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import DiscreteLaplace, Gaussian, Laplace
     from privpost.models import BetaBernoulli
     from privpost.queries import Histogram, Sum
@@ -327,7 +327,7 @@ def check_document(doc) -> str:
     refused with a PrivpostError; a transcript gives its posterior). Anything else raises."""
     from privpost.errors import PrivpostError, ReleaseError
     from privpost.inference.penalty import SCHEMA as PENALTY_SCHEMA, PenaltyRelease
-    from privpost.release import SET_SCHEMA, Release, ReleaseSet
+    from privpost.releases.release import SET_SCHEMA, Release, ReleaseSet
 
     schema = doc.get("schema") if isinstance(doc, dict) else None
     cls = {SET_SCHEMA: ReleaseSet, PENALTY_SCHEMA: PenaltyRelease}.get(
@@ -343,7 +343,7 @@ def check_document(doc) -> str:
     again = cls.from_dict(canonical)
     assert json.loads(json.dumps(again.to_dict(), allow_nan=False)) == canonical
     if cls is ReleaseSet:
-        from privpost.compositional import parse_dpss
+        from privpost.releases.dpss import parse_dpss
 
         obj.total_privacy()
         try:
@@ -464,8 +464,8 @@ def release_csv_args(command: str, path, out) -> list[str]:
 def released_n(command: str, out) -> int:
     """The record count of what ``command`` wrote to ``out``."""
     if command == "dpss":
-        from privpost.compositional import parse_dpss
-        from privpost.release import ReleaseSet
+        from privpost.releases.dpss import parse_dpss
+        from privpost.releases.release import ReleaseSet
 
         return int(parse_dpss(ReleaseSet.load(out)).n)
     return int(json.loads(out.read_text())["n"])

@@ -42,3 +42,18 @@ def test_units_record_chain_diagnostics(tmp_path, monkeypatch):
             assert u["chains"]["F"]["draws_per_chain"] == 40
     md = atus.atus_report(ctx, methods=("DPMCMCp1", "DPABCp5")).markdown
     assert "runs with R-hat <= 1.01 and ESS >= 400 in both groups" in md
+
+
+def test_dpremcmc_units_take_the_chain_options_when_until(tmp_path, monkeypatch):
+    """STUDY runs DPreMCMCp4 like DPMCMCp1 (until converged, issue 22 item 3); the unit's
+    chains then have the DP chains' length, not the fixed ``draws``."""
+    assert atus.STUDY["remcmc_until"] is True
+    monkeypatch.setenv("PRIVPOST_ATUS_DIR", str(DATA))
+    s = {"epsilon": 0.5, "eps_scan": (1.0,), "scan_shares": (0.25,), "runs": 1, "draws": 30,
+         "warmup": 30, "dp_warmup": 30, "chains": 2, "boot_draws": 40, "abc_draws": 20,
+         "prior_draws": 40, "scan_runs": 1, "dp_draws": 40, "dp_interweave": 1,
+         "remcmc_until": True}
+    ctx = _Ctx("guo2023-atus", "quick", s, tmp_path, 1, {"progress": False})
+    atus.compute_atus(ctx, methods=("DPreMCMCp4",), scan=False)
+    u = atus._load(tmp_path / "runs" / "DPreMCMCp4" / "r0000.json")
+    assert u["chains"]["F"]["draws_per_chain"] == 40

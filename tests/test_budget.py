@@ -1,4 +1,4 @@
-"""Splitting a privacy budget across releases of the same records (privpost.budget)."""
+"""Splitting a privacy budget across releases of the same records (privpost.releases.budget)."""
 
 import json
 from fractions import Fraction
@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 import privpost as pp
-from privpost.budget import split_budget, total_of
+from privpost.releases.budget import split_budget, total_of
 from privpost.cli import app
 from privpost.errors import PrivpostError
 

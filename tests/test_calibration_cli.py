@@ -9,14 +9,14 @@ import typer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from privpost.experiments.commands import register
+from privpost.cli.experiments import register
 
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def app():
-    from privpost.cli import handles_errors
+    from privpost.cli._common import handles_errors
 
     a = typer.Typer(add_completion=False)
 

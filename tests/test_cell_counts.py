@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import privpost as pp
-from privpost.cell_counts import CellCounts, load_long_csv
+from privpost.queries.cell_counts import CellCounts, load_long_csv
 from privpost.errors import DataError, ReleaseError
 from privpost.mechanisms import Laplace
 from privpost.queries import query_from_dict

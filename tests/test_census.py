@@ -1,4 +1,4 @@
-"""privpost.census: the census-style noisy measurement layout (JSON and CSV), the shipped
+"""privpost.releases.census: the census-style noisy measurement layout (JSON and CSV), the shipped
 example, ``privpost declare --census`` / ``privpost infer`` on it, and hostile documents."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from privpost.census import CENSUS_SCHEMA, census_from_dict, read_census, read_census_csv
+from privpost.releases.census import CENSUS_SCHEMA, census_from_dict, read_census, read_census_csv
 from privpost.errors import PrivpostError, ReleaseError
-from privpost.release import Release, ReleaseSet
+from privpost.releases.release import Release, ReleaseSet
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fuzz_support import fuzz_settings, mutate, watchdog  # noqa: E402

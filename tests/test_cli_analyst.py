@@ -138,7 +138,7 @@ def test_model_sizes_from_regression_and_naive_bayes_releases(work):
     from privpost.models.spec import complete_spec, model_for_release
     from privpost.queries import NaiveBayesCounts, RegressionStats
     from privpost.mechanisms import Laplace
-    from privpost.release import release
+    from privpost.releases.release import release
 
     rel = release(np.zeros((5, 3)), query=RegressionStats([(-1, 1)] * 2, (-1, 1)),
                   mechanism=Laplace(epsilon=1), seed=0)
@@ -292,7 +292,7 @@ def test_naive_bayes_tables_from_flags(work):
     (["d.csv", "--bounds", "-5,5", "--column", "a"], ["d.csv", "--bounds", "-5,5", "--column", "a"]),
 ])
 def test_split_column_args(args, want):
-    from privpost.cli_release import split_column_args
+    from privpost.cli.release import split_column_args
 
     assert split_column_args(args, {"--column", "--bounds", "-o"}) == want
 

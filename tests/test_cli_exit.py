@@ -1,5 +1,5 @@
 """The console entry point leaves without the interpreter's teardown only when safe
-(privpost._exit; issue 13 item 4). Each case runs ``privpost.cli.main`` in a fresh interpreter.
+(privpost.cli._exit; issue 13 item 4). Each case runs ``privpost.cli.main`` in a fresh interpreter.
 
 How a quick exit is seen: the script keeps a file object open with unflushed data in a global;
 the normal teardown flushes it (the file has the text), ``os._exit`` does not (empty file). The

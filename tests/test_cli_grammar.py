@@ -120,7 +120,7 @@ def test_calibrate_spec_reads_a_file_too(files):
 
 # ----------------------------------------------------------------------------- 3. queries
 def test_release_help_lists_every_query_kind_with_its_flags():
-    from privpost.cli import QUERY_FLAGS
+    from privpost.cli.release import QUERY_FLAGS
     from privpost.queries import QUERIES
 
     assert set(QUERY_FLAGS) == set(QUERIES) | {"count"}

@@ -27,7 +27,7 @@ from privpost.inference.damcmc import AUTO_COMPILED_STEPS, run
 from privpost.mechanisms import Laplace
 from privpost.models import LinearRegression, NaiveBayesLogLinear
 from privpost.queries import NaiveBayesCounts, RegressionStats
-from privpost.release import release
+from privpost.releases.release import release
 
 from test_damcmc import K_MCSE, z_mean, z_sd
 from test_damcmc_more_interweave import (NB_B, NB_N, NB_S, _huge_noise_release, _nb_flat,
@@ -260,7 +260,7 @@ def test_naive_bayes_compiled_move_alone_leaves_the_prior_invariant_and_missing_
     """The compiled move by itself (Laplace scale 1e7: eta flat) keeps p ~ Dirichlet(a);
     without the Jacobian it targets Dirichlet(a - 1)."""
     q = NaiveBayesCounts(n_classes=3, n_levels=[2])
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     rel = Release(query=q, mechanism=Laplace(scale=1e7).calibrate(2.0), n=5,
                   observed=np.zeros(6))
@@ -284,7 +284,7 @@ from privpost.inference.damcmc import run
 from privpost.mechanisms import Laplace
 from privpost.models import LinearRegression, NaiveBayesLogLinear
 from privpost.queries import NaiveBayesCounts, RegressionStats
-from privpost.release import Release
+from privpost.releases.release import Release
 warnings.simplefilter("ignore")
 nb = NaiveBayesLogLinear(n_levels=[2, 3], n_classes=2, class_alpha=[1.25, 2.5])
 q = NaiveBayesCounts(n_classes=2, n_levels=[2, 3])

@@ -183,7 +183,7 @@ def test_atus_units_are_cached_resumable_and_independent_of_order(tmp_path, monk
 
 
 def test_simulation_dp_max_seconds_runs_dpmcmc_until_converged(tmp_path, monkeypatch):
-    """``--dp-max-seconds`` gives DPMCMC and DPapprox their run-until-converged rule
+    """``--dp-max-seconds`` gives DPMCMC, DPreMCMC and DPapprox their run-until-converged rule
     (draws=None plus the budget) and leaves the other methods' fixed draws alone."""
     from privpost.experiments import guo2023_sim
 
@@ -195,17 +195,18 @@ def test_simulation_dp_max_seconds_runs_dpmcmc_until_converged(tmp_path, monkeyp
 
     import sys
 
-    monkeypatch.setattr(sys.modules["privpost.experiments.reproduce"], "_study", fake_study)
+    monkeypatch.setattr(sys.modules["privpost.experiments._reproduction"], "_study", fake_study)
     s = {"alphas": ("alpha1",), "n": (60,), "epsilon": (1e10,), "replicates": 1,
          "methods": ("DPMCMCp1", "DPMCMCp4", "DPapproxp3", "DPreMCMCp4", "DPABCp5"), "draws": 30,
          "warmup": 30, "prior_draws": 40, "dp_max_seconds": 45.0}
     with pytest.raises(RuntimeError, match="stop"):
         guo2023_sim.run_sim(_Ctx("guo2023-compositional", "quick", s, tmp_path, 1,
                                  {"workers": 1, "scheduler": None, "progress": False}))
-    for lab in ("DPMCMCp1", "DPMCMCp4", "DPapproxp3"):
+    # DPreMCMC too since issue 22 (exact moves on model (5), run until converged)
+    for lab in ("DPMCMCp1", "DPMCMCp4", "DPapproxp3", "DPreMCMCp4"):
         assert seen[lab]["draws"] is None and seen[lab]["max_seconds"] == 45.0
         assert seen[lab]["warmup"] == 30
-    for lab in ("DPreMCMCp4", "DPABCp5", "MCMCp1"):
+    for lab in ("DPABCp5", "MCMCp1"):
         assert seen[lab]["draws"] == 30 and "max_seconds" not in seen[lab]
     assert seen["DPABCp5"]["p5_options"] == {"draws": None, "max_seconds": 45.0}
     with pytest.raises(SystemExit):
@@ -216,7 +217,7 @@ def test_atus_eps1_share_sets_the_release_split_and_its_own_folder(tmp_path, mon
     """``--eps1-share`` gives the censored statistic that share of epsilon (the seed does not
     state its ATUS split); a folder of default-split runs refuses runs at another split, and
     folders written before the setting existed still match the default."""
-    import privpost.compositional as comp
+    import privpost.releases.dpss as comp
     from privpost.errors import DataError
     from privpost.experiments import guo2023_atus as atus
 

@@ -13,19 +13,19 @@ import pytest
 from typer.testing import CliRunner
 
 import privpost as pp
-from privpost.compositional import dpss_release
+from privpost.releases.dpss import dpss_release
 from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference import damcmc
 from privpost.inference.compositional import (DirichletProposal, dpboots_draws, dpmcmc_posterior,
                                               pseudo_release, weighted_model)
 from privpost.inference.compositional_priors import fit_gamma_copula
-from privpost.inference.dirichlet_tools import (censored_mean_logs, censoring_bias,
+from privpost.models.dirichlet_tools import (censored_mean_logs, censoring_bias,
                                                 censoring_proportion, dirichlet_mle,
                                                 expected_mean_log)
 from privpost.mechanisms import Laplace
 from privpost.models import Dirichlet
 from privpost.queries import CensoredLogMean
-from privpost.release import Release
+from privpost.releases.release import Release
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _compositional_exact import (alpha_grid, censored_n1_loglik, clt_model6_loglik,  # noqa: E402
@@ -405,7 +405,7 @@ def test_dpmcmc_chains_start_dispersed_about_the_mle():
     differ (a shared start hides modes from split R-hat), scatter about MLE(s_L) as the statistic's
     noise does, and are reproducible from the seed. The shared-MLE variant fails the first check."""
     from privpost.inference.compositional import INIT_NOTE, _init_from
-    from privpost.inference.dirichlet_tools import dirichlet_mle
+    from privpost.models.dirichlet_tools import dirichlet_mle
 
     x = np.random.default_rng(3).dirichlet([2.0, 3.0, 4.0], 2000)
     q = CensoredLogMean(3, 1e-3, len(x))

@@ -1,4 +1,4 @@
-"""DPss release of seed 002 (privpost.compositional): score query, threshold rules, geometric
+"""DPss release of seed 002 (privpost.releases.dpss): score query, threshold rules, geometric
 margin, Laplace scales with n_l, the split's parallel composition, validation on load, CLI."""
 
 import itertools
@@ -10,13 +10,13 @@ import pytest
 from typer.testing import CliRunner
 
 from privpost.cli import app
-from privpost.compositional import (DEFAULT_THRESHOLDS, dpss_release, geometric_margin,
+from privpost.releases.dpss import (DEFAULT_THRESHOLDS, dpss_release, geometric_margin,
                                     parse_dpss, select_threshold)
 from privpost.errors import PrivpostError, ReleaseError
 from privpost.mechanisms import DiscreteLaplace, Laplace
 from privpost.queries import CensoredLogMean, query_from_dict
-from privpost.queries_score import ThresholdScore
-from privpost.release import ReleaseSet, release
+from privpost.queries.threshold_score import ThresholdScore
+from privpost.releases.release import ReleaseSet, release
 
 from _tolerance import K_MCSE
 

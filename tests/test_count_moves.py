@@ -82,10 +82,14 @@ def chisq_p(draws, ks, logf) -> float:
     return float(stats.chi2.sf(chi, len(obs) - 1))
 
 
+@pytest.mark.parametrize("cells", [(6, 9), (1, 1), (16, 19)])
 @pytest.mark.parametrize("mech", list(MECHS))
-def test_pair_move_matches_enumeration_every_kernel(mech):
+def test_pair_move_matches_enumeration_every_kernel(mech, cells):
+    """Ranges of 16 and 3 points (drawn by enumeration, ``cm.ENUM_MAX``) and of 36 points (mode
+    search and rejection from the hat)."""
     mc = _calibrated(mech)
-    ci, cj = 6, 9
+    ci, cj = cells
+    assert (ci + cj + 1 <= cm.ENUM_MAX) == (cells != (16, 19))
     pi, pj = 0.3, 0.2
     s = [4.7 if not mc.discrete else 5.0]
     T = [ci]          # coordinate m counts cell i: A[m, i] = 1, A[m, j] = 0

@@ -24,7 +24,7 @@ import privpost as pp
 from privpost.errors import PrivpostError
 from privpost.inference._count_occupied import (OccupiedTable, n_pairs_for, occupied_sweep,
                                                 _n_pair_sets)
-from privpost.marginal_tables import MarginalTables
+from privpost.queries.marginal_tables import MarginalTables
 from privpost.mechanisms import Gaussian, Laplace
 from privpost.models import CliqueMRF
 

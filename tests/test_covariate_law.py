@@ -18,7 +18,7 @@ from privpost.errors import IncompatibleError, ModelFitWarning, PrivpostError
 from privpost.mechanisms import Laplace
 from privpost.models import LinearRegression
 from privpost.queries import RegressionStats
-from privpost.release import release
+from privpost.releases.release import release
 
 from test_damcmc import _ess
 

@@ -28,7 +28,7 @@ from privpost.mechanisms import (DiscreteGaussian, DiscreteLaplace, Gaussian, La
                                  RandomizedResponse)
 from privpost.models import BetaBernoulli, DirichletCategorical, NormalKnownVariance
 from privpost.queries import Histogram, RegressionStats, Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 warnings.filterwarnings("ignore", category=FutureWarning)  # arviz refactor notice
 
@@ -524,7 +524,7 @@ def test_builtin_compiled_contributions_and_paths(case):
     from privpost.inference._damcmc_fast import builtin_contrib
     from privpost.models import LinearRegression, NaiveBayesLogLinear
     from privpost.queries import NaiveBayesCounts
-    from privpost.release import release
+    from privpost.releases.release import release
 
     rng = np.random.default_rng(0)
     if case == "naive-bayes":

@@ -25,7 +25,7 @@ from privpost.models import (BetaBernoulli, DirichletCategorical, ExponentialGam
                              NormalInverseGamma, NormalKnownVariance, PoissonGamma)
 from privpost.models.linear_regression import LinearRegression
 from privpost.queries import Histogram, RegressionStats, Sum
-from privpost.release import Release, release
+from privpost.releases.release import Release, release
 
 from test_damcmc import (A_, B_, K_MCSE, N_, S_, beta_bernoulli_exact,
                          dirichlet_categorical_exact, laplace_logpdf, poisson_clamped_exact,
@@ -305,7 +305,7 @@ from privpost.inference.damcmc import run
 from privpost.mechanisms import Laplace
 from privpost.models import BetaBernoulli
 from privpost.queries import Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 rel = Release(query=Sum(bounds=(0, 1)), mechanism=Laplace(scale=1.0).calibrate(1.0), n=8,
               observed=np.array([6.7]))
 post = run(BetaBernoulli(2.5, 1.5), rel, draws=5, warmup=2, chains=1, seed=1, progress=False,

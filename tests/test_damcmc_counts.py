@@ -24,7 +24,7 @@ from privpost.inference.damcmc import run
 from privpost.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from privpost.models import BetaBernoulli, DirichletCategorical, NormalKnownVariance
 from privpost.queries import Histogram, Mean, Sum
-from privpost.release import Release, ReleaseSet
+from privpost.releases.release import Release, ReleaseSet
 
 from test_damcmc import _ess, beta_bernoulli_exact, z_cdf, z_mean
 

@@ -25,7 +25,7 @@ from privpost.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Lap
 from privpost.models import CliqueMRF, NaiveBayesLogLinear
 from privpost.models._count_tables import AUTO_RECORDS_PER_CELL, MAX_JOINT_CELLS
 from privpost.queries import NaiveBayesCounts
-from privpost.release import ReleaseSet
+from privpost.releases.release import ReleaseSet
 
 from _count_tables_exact import NBExact, draws_of
 from test_damcmc import K_MCSE, _ess, z_cdf, z_mean
@@ -174,10 +174,10 @@ def test_nb_counts_agree_with_records_at_small_n():
 
 
 def test_nb_auto_picks_counts_when_n_is_large_against_the_table():
-    """auto: the joint table (8 cells) from n = 8 * 8 records on, the records below; 'counts'
-    forces the table; huge joint tables are refused (records)."""
+    """auto: the joint table (8 cells) from n = AUTO_RECORDS_PER_CELL * 8 records on, the
+    records below; 'counts' forces the table; huge joint tables are refused (records)."""
     model = nb_model()
-    small = nb_release(MECHS["laplace"])                       # n = 4 < 64
+    small = nb_release(MECHS["laplace"])                       # n = 4 < 8 * AUTO
     assert model.count_latent(small) is not None and not model.count_latent(small).auto
     post = pp.infer(model, small, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
                     progress=False)
@@ -189,7 +189,8 @@ def test_nb_auto_picks_counts_when_n_is_large_against_the_table():
     post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
                     progress=False)
     assert any("latent='counts'" in n for n in post.notes)
-    assert any("joint count table" in n and "(8 cells, n = 64)" in n for n in post.notes)
+    assert any("joint count table" in n and f"(8 cells, n = {AUTO_RECORDS_PER_CELL * 8})" in n
+               for n in post.notes)
 
 def test_nb_refuses_huge_joint_tables():
     # 2 classes x 12 features with 4 levels: 2 * 4^12 = 33.5 million joint cells -> records
@@ -231,7 +232,7 @@ def _mrf_probs(model, post):
 def test_mrf_counts_agree_with_records_at_small_n():
     """4-node binary loop, N = 30: count-level and record-level damcmc agree on the 16 joint
     probabilities (both directions); a release with 10x the noise is told apart."""
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
 
     cl = [[0, 1], [1, 2], [2, 3], [3, 0]]
     model = CliqueMRF([2] * 4, cl, prior_sd=1.0, n_leapfrog=4)
@@ -249,11 +250,11 @@ def test_mrf_counts_agree_with_records_at_small_n():
 
 
 def test_mrf_table_size_rules():
-    """auto takes the joint table from n = 8 J on; beyond MAX_JOINT_CELLS joint values the pair
-    declares no table (records); the table's A is the released marginals (each cell adds one
-    unit to one cell of every released clique table)."""
-    from privpost.marginal_tables import MarginalTables
-    from privpost.release import Release
+    """auto takes the joint table from n = AUTO_RECORDS_PER_CELL * J on; beyond MAX_JOINT_CELLS
+    joint values the pair declares no table (records); the table's A is the released marginals
+    (each cell adds one unit to one cell of every released clique table)."""
+    from privpost.queries.marginal_tables import MarginalTables
+    from privpost.releases.release import Release
 
     cl = [[0, 1], [1, 2]]
     model = CliqueMRF([2, 3, 2], cl)

@@ -22,7 +22,7 @@ from privpost.inference.damcmc import run
 from privpost.mechanisms import DiscreteGaussian, Laplace
 from privpost.models import DirichletCategorical, PoissonGamma
 from privpost.queries import Histogram, Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 from _tolerance import P_CHECK
 from test_damcmc import (K_MCSE, dirichlet_categorical_exact, poisson_clamped_exact, z_mean,

@@ -19,7 +19,7 @@ from privpost.mechanisms import Laplace
 from privpost.models import BetaBernoulli, NormalKnownVariance
 from privpost.models.linear_regression import LinearRegression
 from privpost.queries import RegressionStats, Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 from _tolerance import P_CHECK
 from test_damcmc import (A_, B_, K_MCSE, N_, S_, beta_bernoulli_exact, laplace_logpdf,

@@ -29,7 +29,7 @@ from privpost.inference.damcmc import run
 from privpost.mechanisms import Laplace
 from privpost.models import Dirichlet, LinearRegression, NaiveBayesLogLinear
 from privpost.queries import NaiveBayesCounts
-from privpost.release import Release
+from privpost.releases.release import Release
 
 from _tolerance import P_CHECK
 from test_damcmc import K_MCSE, _ess, z_cdf, z_mean, z_sd

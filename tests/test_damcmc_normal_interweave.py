@@ -16,7 +16,7 @@ from privpost.inference.damcmc import run
 from privpost.mechanisms import Gaussian
 from privpost.models import NormalInverseGamma, NormalKnownVariance
 from privpost.queries import Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 from _tolerance import K_MCSE
 

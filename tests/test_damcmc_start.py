@@ -13,7 +13,7 @@ from privpost.inference.damcmc import _Problem, run
 from privpost.mechanisms import Laplace
 from privpost.models import BetaBernoulli, NormalInverseGamma
 from privpost.queries import Mean, Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 
 def _age_release():
@@ -89,7 +89,7 @@ def test_user_init_wins_over_data_start():
 def _dirichlet_release(alpha=(10.0, 1.4, 14.0), n=800, eps=1.0, seed=5):
     from privpost.models import Dirichlet
     from privpost.queries import CensoredLogMean
-    from privpost.release import release
+    from privpost.releases.release import release
 
     x = Dirichlet(3).simulate({"alpha": np.array(alpha)}, n, np.random.default_rng(seed))
     return release(x, CensoredLogMean(3, 0.0006944, n), Laplace(epsilon=eps),
@@ -97,7 +97,7 @@ def _dirichlet_release(alpha=(10.0, 1.4, 14.0), n=800, eps=1.0, seed=5):
 
 
 def test_dirichlet_plugin_start_is_the_mle_of_renoised_releases():
-    from privpost.inference.dirichlet_tools import dirichlet_mle
+    from privpost.models.dirichlet_tools import dirichlet_mle
     from privpost.models import Dirichlet
 
     rel = _dirichlet_release()
@@ -109,7 +109,7 @@ def test_dirichlet_plugin_start_is_the_mle_of_renoised_releases():
     # dispersed (re-noised) about the MLE of the release, on the log scale
     assert np.ptp(a[:, 0]) > 0 and np.all(np.abs(np.log(a / mle)) < 1.0)
     # typed-in release (a plain document, no records behind it) gives the same kind of start
-    from privpost.release import Release
+    from privpost.releases.release import Release
     typed = Release(rel.query, rel.mechanism, rel.n, np.asarray(rel.observed).tolist())
     assert "plug-in" in _start.data_inits(_Problem(Dirichlet(3), typed),
                                           [np.random.default_rng(0)])[1]

@@ -19,7 +19,7 @@ from privpost.inference.damcmc import run
 from privpost.mechanisms import Laplace
 from privpost.models import BetaBernoulli
 from privpost.queries import Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 
 def _release(n=60, s_obs=40.0, scale=8.0):

@@ -15,7 +15,7 @@ from privpost.inference.damcmc import run
 from privpost.mechanisms import Laplace
 from privpost.models import BetaBernoulli
 from privpost.queries import Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 from _tolerance import K_MCSE
 
@@ -107,7 +107,7 @@ def test_every_builtin_model_converges_or_warns(key):
 
     from privpost.queries import (CensoredLogMean, Histogram, Mean, NaiveBayesCounts,
                                   RegressionStats)
-    from privpost.release import release
+    from privpost.releases.release import release
 
     n = 60
     reg = RegressionStats([(-3, 3), (-3, 3)], (-6, 6))

@@ -45,8 +45,8 @@ def _reg_query():
 
 def _recipes():
     """id -> (registry name, model factory, query factory); records come from the prior."""
-    from privpost.cell_counts import CellCounts
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.cell_counts import CellCounts
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.models import (BetaBernoulli, CliqueMRF, Dirichlet, DirichletCategorical,
                                  ExponentialGamma, HiddenMarkovNB, LinearRegression,
                                  NaiveBayesLogLinear, NormalInverseGamma, NormalKnownVariance,

@@ -30,7 +30,7 @@ from privpost.inference.damcmc import _Problem, run
 from privpost.mechanisms import Laplace
 from privpost.models import Dirichlet
 from privpost.queries import CensoredLogMean
-from privpost.release import Release
+from privpost.releases.release import Release
 
 from test_damcmc import K_MCSE, z_mean, z_sd
 
@@ -212,7 +212,7 @@ class Recorder(event.Listener):
 
 event.register("numba:compile", Recorder())
 import privpost as pp
-from privpost.compositional import dpss_release
+from privpost.releases.dpss import dpss_release
 from privpost.models import Dirichlet
 
 x = np.random.default_rng(7).dirichlet([2.2, 3.3, 4.4], 60)

@@ -25,12 +25,12 @@ from typer.testing import CliRunner
 
 import privpost as pp
 from privpost import diagnostics
-from privpost.compositional import dpss_release, parse_dpss
+from privpost.releases.dpss import dpss_release, parse_dpss
 from privpost.errors import ConvergenceWarning, PrivpostError
 from privpost.inference import _until
 from privpost.inference import compositional_approx as ca
 from privpost.inference.compositional import INIT_NOTE
-from privpost.inference.dirichlet_tools import dirichlet_mle
+from privpost.models.dirichlet_tools import dirichlet_mle
 from privpost.models import Dirichlet
 
 from _tolerance import K_MCSE

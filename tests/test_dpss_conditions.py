@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import privpost as pp
-from privpost.compositional import dpss_release
+from privpost.releases.dpss import dpss_release
 from privpost.inference import compositional as C
 from privpost.models import Dirichlet
 

@@ -101,7 +101,7 @@ def _dpss_records():
 
 
 def _dpss(split=None):
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
     from privpost.models import Dirichlet
 
     if split is None:     # n = 1000, eps = 0.5 (the seed's setting; as in test_dpapprox_until)

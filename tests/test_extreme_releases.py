@@ -18,7 +18,7 @@ from privpost.inference import infer
 from privpost.mechanisms import Gaussian, Laplace
 from privpost.models import model_from_spec
 from privpost.queries import Sum
-from privpost.release import Release
+from privpost.releases.release import Release
 
 from _tolerance import K_MCSE
 

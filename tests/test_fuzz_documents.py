@@ -16,7 +16,7 @@ from hypothesis import event, given
 from fuzz_support import (close_subset, fuzz_settings, release_doc_strategy, set_doc_strategy,
                           watchdog)
 from privpost.errors import PrivpostError, ReleaseError
-from privpost.release import Release, ReleaseSet
+from privpost.releases.release import Release, ReleaseSet
 
 FAST_DOCS, FAST_SETS = 400, 120
 SLOW_DOCS, SLOW_SETS = 4000, 1200

@@ -144,7 +144,7 @@ def records_and_query(draw):
 
 def _check_release(records, query, mech, neighbours):
     import privpost as pp
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     with watchdog(30):
         try:

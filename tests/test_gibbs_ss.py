@@ -174,7 +174,7 @@ def test_compiled_truncnorm(alpha, beta):
 def test_compiled_binomial_matches_numpy_path(mech):
     from privpost.inference import _gibbs_expfam as gx
 
-    from privpost.release import Release
+    from privpost.releases.release import Release
     from test_damcmc_more_interweave import _two_sample_z
 
     _, rel = _bern_release(100, 0.3, mech, 16)

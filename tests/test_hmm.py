@@ -18,10 +18,10 @@ import pytest
 from scipy.special import gammaln
 
 import privpost as pp
-from privpost.cell_counts import CellCounts
+from privpost.queries.cell_counts import CellCounts
 from privpost.mechanisms import Laplace
 from privpost.models.hmm import HiddenMarkovNB
-from privpost.release import Release
+from privpost.releases.release import Release
 
 from _tolerance import K_MCSE
 

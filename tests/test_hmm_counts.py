@@ -29,11 +29,11 @@ import pytest
 from scipy.special import gammaln
 
 import privpost as pp
-from privpost.cell_counts import CellCounts
+from privpost.queries.cell_counts import CellCounts
 from privpost.errors import PrivpostError
 from privpost.mechanisms import Gaussian, Laplace
 from privpost.models.hmm import HiddenMarkovNB
-from privpost.release import Release
+from privpost.releases.release import Release
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_hmm import _log_dirmult, _log_polya_paths, _mcse_z  # noqa: E402

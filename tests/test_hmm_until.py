@@ -128,7 +128,7 @@ def test_progress_bar_and_options():
 
 
 def _tiny_records():
-    from privpost.cell_counts import CellCounts
+    from privpost.queries.cell_counts import CellCounts
 
     q = CellCounts([2], SIZES)
     rng = np.random.default_rng(0)

@@ -148,7 +148,7 @@ def test_query_contract():
 
 def test_release_contract():
     import privpost as pp
-    from privpost.release import Release, ReleaseSet
+    from privpost.releases.release import Release, ReleaseSet
 
     block = _strip_comments(_block("class Release"))
     body = block.split("class Release:")[1].split("privpost.release(")[0]
@@ -183,7 +183,7 @@ def test_posterior_contract():
 
 def test_compiled_protocol_contract():
     from privpost.inference._damcmc_fast import CompiledInterweave, CompiledModel
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.models import Dirichlet
 
     block = _block("def compiled_model")

@@ -1,4 +1,4 @@
-"""privpost.interop: releases made by the real OpenDP, PipelineDP and diffprivlib, imported.
+"""privpost.releases.interop: releases made by the real OpenDP, PipelineDP and diffprivlib, imported.
 
 Every release here is made by the library itself in the test (no hand-written metadata). The
 checks: the imported noise scale is the one the library states (OpenDP's summary table,
@@ -72,7 +72,7 @@ def _opendp_release_cached(loss, unit, n, seed, y):
 @pytest.mark.parametrize("kind", ["epsilon", "rho", "changes"])
 def test_opendp_scale_and_privacy_are_the_library_statements(kind):
     dp = pytest.importorskip("opendp.prelude")
-    from privpost.interop import from_opendp
+    from privpost.releases.interop import from_opendp
 
     loss = ("rho", 0.5) if kind == "rho" else ("epsilon", 1.0)
     unit = "changes" if kind == "changes" else "contributions"
@@ -95,7 +95,7 @@ def test_opendp_scale_and_privacy_are_the_library_statements(kind):
 def test_opendp_refuses_wrong_or_missing_bounds_and_other_aggregates():
     dp = pytest.importorskip("opendp.prelude")
     pl = pytest.importorskip("polars")
-    from privpost.interop import from_opendp
+    from privpost.releases.interop import from_opendp
 
     meas, released, _ = _opendp_release(("epsilon", 1.0))
     with pytest.raises(PrivpostError, match="bounds"):          # Δ 5 instead of OpenDP's 10
@@ -132,7 +132,7 @@ def test_opendp_posterior_matches_exact_quadrature_and_ignoring_noise_fails():
     noise-ignoring Beta(1 + s, 1 + n − s) posterior must fail the same check (its sd)."""
     dp = pytest.importorskip("opendp.prelude")
     import privpost as pp
-    from privpost.interop import from_opendp
+    from privpost.releases.interop import from_opendp
 
     n = 150
     meas, released, summary = _opendp_release(("epsilon", 0.2), n=n, seed=SEED, y=False)
@@ -199,7 +199,7 @@ def _pipelinedp_count(kind_name: str, metrics=("COUNT",), parts=(0, 1, 2), stdde
 
 @pytest.mark.parametrize("kind", ["LAPLACE", "GAUSSIAN"])
 def test_pipelinedp_count_histogram_scale_and_epsilon(kind):
-    from privpost.interop import from_pipelinedp
+    from privpost.releases.interop import from_pipelinedp
 
     result, params, acc, rows = _pipelinedp_count(kind)
     rel = from_pipelinedp(result, params, partitions=[0, 1, 2], n=300, accountant=acc)
@@ -217,7 +217,7 @@ def test_pipelinedp_count_histogram_scale_and_epsilon(kind):
 
 
 def test_pipelinedp_sum_and_refusals():
-    from privpost.interop import from_pipelinedp
+    from privpost.releases.interop import from_pipelinedp
 
     result, params, acc, rows = _pipelinedp_count("LAPLACE", metrics=("SUM",), parts=(0,))
     rel = from_pipelinedp(result, params, partitions=[0], n=300, metric="sum", accountant=acc)
@@ -244,7 +244,7 @@ def test_pipelinedp_sum_and_refusals():
 
 def test_diffprivlib_mechanisms_scale_and_privacy():
     dm = pytest.importorskip("diffprivlib.mechanisms")
-    from privpost.interop import from_diffprivlib
+    from privpost.releases.interop import from_diffprivlib
     from privpost.queries import Sum
 
     count = Sum(bounds=(0, 1))
@@ -276,7 +276,7 @@ def test_diffprivlib_noise_law_matches_its_sampler():
     Geometric mechanisms against privpost's CDF (Kolmogorov-Smirnov, and a chi-square on the
     integer pmf); a wrong scale (the δ ignored) fails the same test."""
     dm = pytest.importorskip("diffprivlib.mechanisms")
-    from privpost.interop import from_diffprivlib
+    from privpost.releases.interop import from_diffprivlib
     from privpost.queries import Sum
 
     m = dm.Laplace(epsilon=0.3, delta=0.2, sensitivity=1.0, random_state=SEED + 5)
@@ -298,7 +298,7 @@ def test_diffprivlib_noise_law_matches_its_sampler():
 
 def test_diffprivlib_refusals():
     dm = pytest.importorskip("diffprivlib.mechanisms")
-    from privpost.interop import from_diffprivlib
+    from privpost.releases.interop import from_diffprivlib
     from privpost.queries import Sum
 
     m = dm.LaplaceTruncated(epsilon=1.0, sensitivity=1.0, lower=0, upper=100)

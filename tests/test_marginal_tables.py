@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from privpost.errors import DataError, ReleaseError
-from privpost.marginal_tables import MarginalTables, project_simplex
+from privpost.queries.marginal_tables import MarginalTables, project_simplex
 from privpost.queries import QUERIES, query_from_dict
 
 
@@ -106,7 +106,7 @@ def test_cli_release_from_spec(tmp_path):
     from typer.testing import CliRunner
 
     from privpost.cli import app
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     rng = np.random.default_rng(3)
     x = rng.integers(0, 2, size=(40, 3))

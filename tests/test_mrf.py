@@ -14,7 +14,7 @@ from scipy.special import logsumexp
 
 import privpost as pp
 from privpost.errors import IncompatibleError, PrivpostError
-from privpost.marginal_tables import MarginalTables
+from privpost.queries.marginal_tables import MarginalTables
 from privpost.mechanisms import Laplace
 from privpost.models import CliqueMRF, model_from_spec
 from privpost.models._junction_tree import JunctionTree

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import privpost as pp
-from privpost.marginal_tables import MarginalTables
+from privpost.queries.marginal_tables import MarginalTables
 from privpost.mechanisms import Laplace
 from privpost.models import CliqueMRF
 from privpost.models.mrf import chain_cliques

@@ -163,7 +163,7 @@ def test_hmm_state_table_is_the_path_frequency():
 
 
 def test_hmm_one_feature_n_levels():
-    from privpost.cell_counts import CellCounts
+    from privpost.queries.cell_counts import CellCounts
     from privpost.mechanisms import Laplace
     from privpost.models.spec import model_for_release
 
@@ -298,7 +298,7 @@ def test_every_command_prints_warnings_once_without_paths():
     """The decorator every command has (cli.handles_errors) collects what the command warns."""
     import typer
 
-    from privpost.cli import handles_errors
+    from privpost.cli._common import handles_errors
 
     demo = typer.Typer()
 
@@ -424,7 +424,7 @@ def test_notes_name_the_entries():
 def test_compositional_alpha_named_by_part():
     """A Dirichlet's alpha is named by the parts of its release: the censored mean-log query's
     columns, in a single release and in a DPss set (whose first release is the score)."""
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
     from privpost.names import axis_names
     from privpost.queries import CensoredLogMean
 

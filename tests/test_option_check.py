@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import privpost as pp
 from privpost.cli import app
-from privpost.compositional import dpss_release
+from privpost.releases.dpss import dpss_release
 from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference import METHODS, get_method
 from privpost.mechanisms import Laplace

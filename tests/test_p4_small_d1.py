@@ -21,7 +21,7 @@ from scipy import stats
 
 from privpost.inference.compositional import dpboots_draws
 from privpost.inference.compositional_priors import fit_gamma_copula
-from privpost.inference.dirichlet_tools import dirichlet_mle
+from privpost.models.dirichlet_tools import dirichlet_mle
 
 ROOT = Path(__file__).resolve().parents[1]
 TRUE = np.array([10.0, 1.5, 17.0])

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import privpost as pp
-from privpost.compositional import dpss_release, parse_dpss
+from privpost.releases.dpss import dpss_release, parse_dpss
 from privpost.diagnostics import check
 from privpost.errors import ConvergenceWarning
+from privpost.inference import _dpss_fits
 from privpost.inference import compositional as comp
 from privpost.inference.compositional_priors import (P5_MAX_DRAWS, P5_MAX_SECONDS, build_prior,
                                                      thin_evenly)
@@ -42,7 +43,7 @@ def _build(rel, monkeypatch, **kw):
         seen["post"] = real(model, s1, **opts)
         return seen["post"]
 
-    monkeypatch.setattr(comp, "dpmcmc_posterior", spy)
+    monkeypatch.setattr(_dpss_fits, "dpmcmc_posterior", spy)   # where compositional_priors finds it
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         spec = build_prior(Dirichlet(3), parse_dpss(rel), "p5", np.random.default_rng(3), **kw)

@@ -1,6 +1,6 @@
 """Privacy statements that say the whole truth (issue #23, finding 5a).
 
-An HMM cell release (:class:`~privpost.cell_counts.CellCounts`) publishes the cell sizes
+An HMM cell release (:class:`~privpost.queries.cell_counts.CellCounts`) publishes the cell sizes
 N[r, t] exactly: its guarantee covers the noisy counts only. Every command that states the
 release's privacy -- ``release-cells``, ``inspect``, ``infer`` (human and ``--json``), ``bundle``
 -- must say so; a release of another query must not carry the statement.

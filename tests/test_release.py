@@ -11,7 +11,7 @@ import privpost as pp
 from privpost.errors import PrivpostError, ReleaseError
 from privpost.mechanisms import DiscreteLaplace, Gaussian, Laplace
 from privpost.queries import Histogram, Mean, Sum
-from privpost.release import Release, ReleaseSet
+from privpost.releases.release import Release, ReleaseSet
 
 
 @pytest.fixture

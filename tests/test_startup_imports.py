@@ -64,7 +64,7 @@ def test_help_imports_neither_numpy_nor_scipy():
     mods = _modules_after(_cli("--help"))
     assert "privpost.cli" in mods
     assert _heavy(mods, HEAVY + ("numpy", "privpost.models")) == []
-    assert not {"privpost.release", "privpost.models", "privpost.inference",
+    assert not {"privpost.releases.release", "privpost.models", "privpost.inference",
                 "privpost.experiments.reproduce"} & mods
 
 
@@ -81,7 +81,7 @@ def test_import_privpost_is_light_and_public_api_intact():
 
 def test_inspect_imports_no_scipy(regression_release):
     mods = _modules_after(_cli("inspect", str(regression_release)))
-    assert "privpost.release" in mods
+    assert "privpost.releases.release" in mods
     assert _heavy(mods) == []
 
 
@@ -124,7 +124,7 @@ def test_wrong_variant_a_module_level_import_is_detected(regression_release, tmp
 
 
 def test_shadowed_names_stay_functions_whatever_is_imported_first():
-    code = ("import privpost.experiments.reproduce, privpost.release, sys\n"
+    code = ("import privpost.experiments.reproduce, privpost.releases.release, sys\n"
             "import privpost as pp\n"
             "assert callable(pp.release) and not isinstance(pp.release, type(sys))\n"
             "assert callable(pp.experiments.reproduce)\n"
@@ -188,7 +188,7 @@ def test_ndtri_matches_scipy_and_a_wrong_coefficient_fails(monkeypatch):
 
 def test_damcmc_infer_initialises_numba_without_scipy_linalg(regression_release):
     """``privpost infer --method damcmc`` loads Numba's target (whose BLAS check imports
-    ``scipy.linalg.cython_blas``) but not the rest of ``scipy.linalg`` (privpost._blas_preload),
+    ``scipy.linalg.cython_blas``) but not the rest of ``scipy.linalg`` (privpost.cli._blas_preload),
     nor SciPy's other subpackages, ArviZ or pandas. Wrong variant: without the preload, the same
     command imports ``scipy.linalg`` (so the check is not vacuous)."""
     args = ("infer", str(regression_release), "--model", "linear-regression:p=2,sigma2=1",
@@ -202,7 +202,7 @@ def test_damcmc_infer_initialises_numba_without_scipy_linalg(regression_release)
                   ("_lib", "__config__", "_cyutility", "_distributor_init", "version",
                    "_external")) == ["scipy.linalg.cython_blas"]
     assert _heavy(mods, ("arviz", "pandas", "matplotlib", "xarray")) == []
-    off = _modules_after("import privpost._blas_preload as b\n"
+    off = _modules_after("import privpost.cli._blas_preload as b\n"
                          "b.preload_cython_blas = lambda: False\n" + _cli(*args))
     assert "scipy.linalg" in off and "scipy.linalg._decomp" in off
 
@@ -212,7 +212,7 @@ def test_preloaded_cython_blas_still_serves_numba_linalg_and_scipy():
     and a later ``import scipy.linalg`` works with the same extension module."""
     code = (
         "import sys\nimport numpy as np\n"
-        "from privpost._blas_preload import preload_cython_blas\n"
+        "from privpost.cli._blas_preload import preload_cython_blas\n"
         "assert preload_cython_blas() is True\n"
         "assert 'scipy.linalg' not in sys.modules\n"
         "assert preload_cython_blas() is False   # once only\n"

@@ -106,9 +106,9 @@ def test_compositional_page_runs_full_size():
 
 
 def test_compositional_split_and_censoring_claims():
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
 
-    # "Python: `privpost.compositional.dpss_release(records, 0.125, 0.375, split=0.25)`": the
+    # "Python: `privpost.releases.dpss.dpss_release(records, 0.125, 0.375, split=0.25)`": the
     # total is still ε1 + ε2 and each part's statistic is scaled with its own size n_l
     _stated(COMP, "dpss_release(records, 0.125, 0.375, split=0.25)")
     _stated(COMP, "the total is still ε1 + ε2")
@@ -323,7 +323,7 @@ def test_graphical_models_page_runs():
 
 
 def test_graphical_models_page_references():
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.models import CliqueMRF
 
     # "(at most `CliqueMRF.ENUMERATE_MAX` = 4096 configurations, e.g. up to 12 binary ...)"

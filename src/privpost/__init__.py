@@ -2,7 +2,7 @@
 
 The three objects (see ``docs/internals.md``):
 
-* a :class:`~privpost.release.Release` -- query + mechanism + noisy values, made by
+* a :class:`~privpost.releases.release.Release` -- query + mechanism + noisy values, made by
   :func:`privpost.release` on the curator side;
 * a model from :mod:`privpost.models` -- prior, record simulator, conditional update;
 * a method run by :func:`privpost.infer` -- returns a :class:`~privpost.posterior.Posterior`.
@@ -19,32 +19,42 @@ Example::
 
 from __future__ import annotations
 
+import importlib
+
 from privpost._lazy import lazy_package
 
 __version__ = "0.1.0"
 
 _SUBMODULES = {"mechanisms", "queries", "models", "inference", "accounting", "posterior", "errors",
-               "experiments", "io", "demo", "interop", "census"}
+               "experiments", "io", "demo", "releases"}
+
+
+def _module(name: str):
+    """A lazy attribute whose value is the module ``name`` (imported on first access)."""
+    return lambda: importlib.import_module(name)
+
+
 _ATTRS = {
-    # The module privpost.release and the function privpost.release share a name: the function
-    # wins (privpost._lazy), so `pp.release(...)` is the function whatever was imported first.
-    "release": ("privpost.release", "release"),
-    "Release": ("privpost.release", "Release"),
-    "ReleaseSet": ("privpost.release", "ReleaseSet"),
+    "release": ("privpost.releases.release", "release"),
+    "Release": ("privpost.releases.release", "Release"),
+    "ReleaseSet": ("privpost.releases.release", "ReleaseSet"),
     "infer": ("privpost.inference", "infer"),
     "Posterior": ("privpost.posterior", "Posterior"),
     "ops_release": ("privpost.inference.ops", "ops_release"),
     "penalty_mcmc": ("privpost.inference.penalty", "penalty_mcmc"),
     "calibrate": ("privpost.experiments.calibration", "calibrate"),
-    "from_opendp": ("privpost.interop", "from_opendp"),
-    "from_pipelinedp": ("privpost.interop", "from_pipelinedp"),
-    "from_diffprivlib": ("privpost.interop", "from_diffprivlib"),
-    "declare": ("privpost.declaration", "declare"),   # the module is not named declare: a
-    # submodule of that name would replace the function on import
+    "from_opendp": ("privpost.releases.interop", "from_opendp"),
+    "from_pipelinedp": ("privpost.releases.interop", "from_pipelinedp"),
+    "from_diffprivlib": ("privpost.releases.interop", "from_diffprivlib"),
+    "declare": ("privpost.releases.declaration", "declare"),
+    # the importers and the census reader live in privpost.releases; pp.interop / pp.census are
+    # those modules (there is no privpost/interop.py or privpost/census.py)
+    "interop": _module("privpost.releases.interop"),
+    "census": _module("privpost.releases.census"),
 }
 
 __all__ = sorted(_SUBMODULES | set(_ATTRS))
 
 # Everything is imported on first use, so that `import privpost` (and `privpost --help`) loads
 # neither NumPy nor SciPy, Numba or ArviZ (tests/test_startup_imports.py guards this).
-lazy_package(__name__, _ATTRS, _SUBMODULES, shadowed=("release",))
+lazy_package(__name__, _ATTRS, _SUBMODULES)

@@ -92,6 +92,64 @@ def _rhat_plain(z: np.ndarray) -> np.ndarray:
         return np.sqrt((between / within + n - 1) / n)
 
 
+def _autocov(a: np.ndarray) -> np.ndarray:
+    """Autocovariance of every row at lags 0..n-1 (biased, divided by n), by FFT."""
+    n = a.shape[1]
+    m = 1
+    while m < 2 * n:
+        m *= 2
+    c = a - a.mean(axis=1, keepdims=True)
+    f = np.fft.rfft(c, n=m, axis=1)
+    f *= np.conjugate(f)
+    return np.fft.irfft(f, n=m, axis=1)[:, :n] / n
+
+
+def _ess_one(a: np.ndarray) -> float:
+    """Multi-chain ESS of a (chains, draws) array (Geyer's initial monotone sequence): the
+    reference definition (:mod:`privpost.diagnostics` uses it for one entry; :func:`_ess` below
+    is the same for many entries at once and falls back to it for non-finite draws)."""
+    if np.isnan(a).any():
+        return math.nan
+    if np.max(a) - np.min(a) < np.finfo(float).resolution:
+        return float(a.size)
+    n_chain, n_draw = a.shape
+    acov = _autocov(a)
+    chain_mean = a.mean(axis=1)
+    mean_var = np.mean(acov[:, 0]) * n_draw / (n_draw - 1.0)
+    var_plus = mean_var * (n_draw - 1.0) / n_draw
+    if n_chain > 1:
+        var_plus += np.var(chain_mean, ddof=1)
+    acov_mean = acov.mean(axis=0)
+    rho = np.zeros(n_draw)
+    rho_even = 1.0
+    rho[0] = rho_even
+    rho_odd = 1.0 - (mean_var - acov_mean[1]) / var_plus
+    rho[1] = rho_odd
+    t = 1
+    while t < n_draw - 3 and rho_even + rho_odd > 0.0:
+        rho_even = 1.0 - (mean_var - acov_mean[t + 1]) / var_plus
+        rho_odd = 1.0 - (mean_var - acov_mean[t + 2]) / var_plus
+        if rho_even + rho_odd >= 0:
+            rho[t + 1] = rho_even
+            rho[t + 2] = rho_odd
+        t += 2
+    max_t = t - 2
+    if rho_even > 0:
+        rho[max_t + 1] = rho_even
+    t = 1
+    while t <= max_t - 2:
+        if rho[t + 1] + rho[t + 2] > rho[t - 1] + rho[t]:
+            rho[t + 1] = (rho[t - 1] + rho[t]) / 2.0
+            rho[t + 2] = rho[t + 1]
+        t += 2
+    size = n_chain * n_draw
+    tau = -1.0 + 2.0 * np.sum(rho[:max_t + 1]) + np.sum(rho[max_t + 1:max_t + 2])
+    tau = max(tau, 1.0 / math.log10(size))
+    if np.isnan(rho).any():
+        return math.nan
+    return float(size / tau)
+
+
 def _pair_bound(n_draw: int) -> int:
     """The pair index at which ``diagnostics._ess``'s loop stops for lack of draws."""
     j = 1
@@ -102,14 +160,11 @@ def _pair_bound(n_draw: int) -> int:
 
 def _ess(x: np.ndarray) -> np.ndarray:
     """Multi-chain ESS of each entry of ``x`` (P, chains, draws), as ``diagnostics._ess``."""
-    from privpost.diagnostics import _autocov
-    from privpost.diagnostics import _ess as ess_one
-
     p, n_chain, n_draw = x.shape
     out = np.empty(p)
     finite = np.isfinite(x).all(axis=(1, 2))
     for i in np.nonzero(~finite)[0]:              # NaN or inf draws: the reference code
-        out[i] = ess_one(x[i])
+        out[i] = _ess_one(x[i])
     with np.errstate(invalid="ignore"):           # inf - inf in the entries done above
         span = x.max(axis=(1, 2)) - x.min(axis=(1, 2))
     const = finite & (span < np.finfo(float).resolution)

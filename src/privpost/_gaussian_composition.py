@@ -33,7 +33,7 @@ pair). ``tests/test_penalty_accounting.py`` cross-checks it against ``dp_account
 accountant.
 
 Numerics: the tight accountant reuses the certified analytic-Gaussian routines of
-:mod:`privpost.mechanisms` (k compositions with sensitivity Δ are one Gaussian mechanism with
+:mod:`privpost._analytic_gaussian` (k compositions with sensitivity Δ are one Gaussian mechanism with
 sensitivity √k Δ): root finding, then ε or σ is increased until a certified upper bound on δ is
 ≤ δ. The advanced σ is found by bisection (≤ 200 halvings, conservative end); the largest k by
 integer bisection (≤ ~80 steps), every candidate verified by the forward formula.
@@ -96,8 +96,8 @@ def _accountant(name) -> str:
 
 def gaussian_dp_delta(epsilon: float, mu: float) -> float:
     """Exact δ(ε) of μ-GDP: ``Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2)`` (Balle & Wang 2018, Thm 8):
-    :func:`privpost.mechanisms.analytic_gaussian_delta` with σ = 1 and sensitivity μ."""
-    from privpost.mechanisms import analytic_gaussian_delta
+    :func:`privpost._analytic_gaussian.analytic_gaussian_delta` with σ = 1 and sensitivity μ."""
+    from privpost._analytic_gaussian import analytic_gaussian_delta
 
     eps = _pos(epsilon, "epsilon", allow_zero=True)
     mu = _pos(mu, "mu", allow_zero=True)
@@ -108,8 +108,8 @@ def gaussian_dp_delta(epsilon: float, mu: float) -> float:
 
 def gaussian_dp_epsilon(mu: float, delta: float) -> float:
     """Smallest ε with ``δ(ε) <= delta`` for μ-GDP, certified against rounding
-    (:func:`privpost.mechanisms.analytic_gaussian_epsilon` with σ = 1, sensitivity μ)."""
-    from privpost.mechanisms import analytic_gaussian_epsilon
+    (:func:`privpost._analytic_gaussian.analytic_gaussian_epsilon` with σ = 1, sensitivity μ)."""
+    from privpost._analytic_gaussian import analytic_gaussian_epsilon
 
     mu = _pos(mu, "mu", allow_zero=True)
     delta = _delta(delta)
@@ -122,7 +122,7 @@ def gaussian_dp_mu(epsilon: float, delta: float) -> float:
     """Largest μ (rounded down) such that μ-GDP implies (ε, δ)-DP: ``1 / σ*`` with σ* the
     certified analytic-Gaussian σ for sensitivity 1 (:func:`privpost.mechanisms.
     analytic_gaussian_sigma`)."""
-    from privpost.mechanisms import analytic_gaussian_sigma
+    from privpost._analytic_gaussian import analytic_gaussian_sigma
 
     eps = _pos(epsilon, "epsilon")
     delta = _delta(delta)
@@ -200,7 +200,7 @@ def gaussian_composition_epsilon(sigma: float, sensitivity: float, k: int, delta
     k = _k(k)
     delta = _delta(delta)
     if _accountant(accountant) == "tight":
-        from privpost.mechanisms import analytic_gaussian_epsilon
+        from privpost._analytic_gaussian import analytic_gaussian_epsilon
         return analytic_gaussian_epsilon(s, delta, math.sqrt(k) * d)
     return _advanced_eps(s, d, k, delta)
 
@@ -218,7 +218,7 @@ def calibrate_gaussian_sigma(epsilon: float, delta: float, k: int, sensitivity: 
     k = _k(k)
     d = _pos(sensitivity, "sensitivity")
     if _accountant(accountant) == "tight":
-        from privpost.mechanisms import analytic_gaussian_sigma
+        from privpost._analytic_gaussian import analytic_gaussian_sigma
         # k compositions of N(0, σ²) with sensitivity Δ = one Gaussian with sensitivity √k Δ
         return analytic_gaussian_sigma(eps, delta, math.sqrt(k) * d)
     lo, hi = 0.0, d

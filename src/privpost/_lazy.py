@@ -4,12 +4,12 @@ A package ``__init__`` lists ``{attribute: (module, name)}`` and calls :func:`la
 attributes are imported on first access (PEP 562 module ``__getattr__``).
 
 Some packages expose a *function* with the same name as one of their submodules
-(``privpost.release`` the function lives in the module ``privpost.release``;
-``privpost.experiments.reproduce`` likewise). On a submodule's first import, Python binds the
+(the function ``privpost.experiments.reproduce`` lives in the module
+``privpost.experiments.reproduce``). On a submodule's first import, Python binds the
 submodule as an attribute of its package, which would replace the function. The package's module
 class is therefore swapped for one whose ``__setattr__`` binds the function instead, whichever of
-``import privpost.release`` / ``privpost.release(...)`` comes first. The submodule itself stays
-reachable as ``sys.modules["privpost.release"]``.
+``import privpost.experiments.reproduce`` / ``privpost.experiments.reproduce(...)`` comes first.
+The submodule itself stays reachable as ``sys.modules["privpost.experiments.reproduce"]``.
 """
 
 from __future__ import annotations

@@ -154,7 +154,7 @@ def _report_counts(release, reports) -> np.ndarray:
 
 
 def _release_of(post, release):
-    from privpost.release import Release, ReleaseSet
+    from privpost.releases.release import Release, ReleaseSet
 
     if release is not None:
         return release
@@ -189,7 +189,7 @@ def predictive(post, release=None, *, model=None, draws: int = 400, seed=None
     """
     from privpost._rng import as_generator
     from privpost.models import model_from_dict
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     if isinstance(draws, bool) or not isinstance(draws, (int, np.integer)) or draws < 2:
         raise PrivpostError(f"draws must be an integer >= 2, got {draws!r}")

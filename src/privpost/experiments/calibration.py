@@ -63,6 +63,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from privpost.errors import PrivpostError
+from privpost.experiments.uniformity import ks_distance
 
 __all__ = ["calibrate", "CalibrationResult", "MethodSpec", "MissingMethodError", "summarize",
            "run_replicate", "mmd2_unbiased", "pit", "ks_distance", "DEFAULT_METHOD_OPTIONS"]
@@ -196,16 +197,6 @@ def pit(draws: np.ndarray, truth: np.ndarray) -> np.ndarray:
     return below + 0.5 * ties
 
 
-def ks_distance(u) -> float:
-    """Kolmogorov-Smirnov distance ``sup_u |ECDF(u) - u|`` of values in [0, 1] from uniform."""
-    u = np.sort(np.asarray(u, dtype=float))
-    r = u.size
-    if r == 0:
-        return float("nan")
-    i = np.arange(1, r + 1)
-    return float(max(np.max(i / r - u), np.max(u - (i - 1) / r)))
-
-
 def _thin(x: np.ndarray, m: int) -> np.ndarray:
     if x.shape[0] <= m:
         return x
@@ -331,7 +322,7 @@ def run_replicate(task: _Task):
     Deterministic given the task (its ``seed`` and ``replicate``). Returns a DataFrame.
     """
     from privpost.mechanisms import mechanism_from_dict
-    from privpost.release import release as make_release
+    from privpost.releases.release import release as make_release
 
     model = task.model
     raw, truth = _truth(task, model)

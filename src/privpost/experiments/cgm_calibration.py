@@ -41,7 +41,7 @@ def coverage_study(*, levels=(2, 2, 2), cliques=((0, 1), (1, 2)), N=20, epsilon=
                    progress=True) -> list[dict]:
     """One row per (replicate, method, cell): truth, posterior mean, interval ends, covered."""
     import privpost as pp
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
 

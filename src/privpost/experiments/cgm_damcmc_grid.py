@@ -50,7 +50,7 @@ def cells(settings: dict, seed: int):
     ``true`` (flat log-potentials), ``counts`` (the true clique tables), ``release``, in
     :func:`~privpost.experiments.cgm_study.run_study`'s order and random streams."""
     from privpost.experiments.cgm_study import make_structure
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
     from privpost.release import release

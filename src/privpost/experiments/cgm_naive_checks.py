@@ -48,7 +48,7 @@ def population_counts(model, theta, N: int, rng, chunk: int = 200_000) -> np.nda
 
 def _setup(structure, T, K, prior_sd, rng, er_p=0.3):
     from privpost.experiments.cgm_study import make_structure
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.models import CliqueMRF
 
     cliques = make_structure(structure, T, rng, er_p)

@@ -61,10 +61,10 @@ def make_structure(kind: str, T: int, rng, er_p: float = 0.3) -> list[list[int]]
 
 def run_study(settings: dict, seed: int, progress: bool = True) -> list[dict]:
     """Run the study; returns one row per (structure, N, ε, population, noise draw, method)."""
-    from privpost.marginal_tables import MarginalTables
+    from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
-    from privpost.release import release
+    from privpost.releases.release import release
 
     T, K = settings["T"], settings["K"]
     rows = []
@@ -125,7 +125,7 @@ def report(ctx) -> "object":
     """Runner for :data:`privpost.experiments.reproduce.REPRODUCTIONS`."""
     import pandas as pd
 
-    from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
+    from privpost.experiments._reproduction import ReproductionReport, _md_table, _settings_md
 
     s = ctx.settings
     df = pd.DataFrame(run_study(s, ctx.seed, progress=bool(ctx.run.get("progress", True))))

@@ -26,8 +26,8 @@ import warnings
 import numpy as np
 from scipy.special import logsumexp
 
-from privpost.experiments.reproduce import (REPRODUCTIONS, Reproduction, ReproductionReport,
-                                            _Ctx, _md_table, _settings_md)
+from privpost.experiments._reproduction import (Reproduction, ReproductionReport, _Ctx, _md_table,
+                                                _settings_md)
 
 __all__ = ["REPRODUCTION", "heldout_loglik", "heldout_md", "state_calibration",
            "calibration_summary"]
@@ -78,7 +78,7 @@ def _nb_heldout_loglik(post, model, counts, heldout, *, last_only: bool = False)
 def _nb_data(recs, heldout, n_levels):
     """Naive Bayes uses corpus-wide counts (seed 004 §3.3): the training reports pooled into
     one cell, a CellCounts release with a 1 x 1 grid (L1 sensitivity 2 per feature as well)."""
-    from privpost.cell_counts import CellCounts
+    from privpost.queries.cell_counts import CellCounts
 
     train = recs[~heldout[recs[:, 0], recs[:, 1]]].copy()
     train[:, :2] = 0
@@ -154,7 +154,7 @@ def _calibration(s, rng, csv_path=None):
     from scipy.optimize import linear_sum_assignment
 
     import privpost as pp
-    from privpost.cell_counts import CellCounts
+    from privpost.queries.cell_counts import CellCounts
     from privpost.mechanisms import Laplace
     from privpost.models.hmm import HiddenMarkovNB
 
@@ -434,4 +434,3 @@ REPRODUCTION = Reproduction(
                               "warmup": 1000}}},
     _run, 2016)
 
-REPRODUCTIONS[REPRODUCTION.name] = REPRODUCTION

@@ -105,11 +105,15 @@ def _run_method(name, model, rel_nosplit, rel_split, s, seed):
                             warmup=s.get("dp_warmup", s["warmup"]), chains=s["chains"],
                             seed=seed, progress=False, cores=1, **_dp_chain_options(s))
         if name == "DPreMCMCp4":
+            # with "remcmc_until" (STUDY): until converged, like DPMCMCp1, on model (5)'s exact
+            # moves (issue 22 item 3); before: fixed draws after remcmc_warmup
+            chain = (dict(_dp_chain_options(s), warmup=s.get("dp_warmup", s["warmup"]))
+                     if s.get("remcmc_until") else
+                     dict(draws=s["draws"], warmup=s.get("remcmc_warmup",
+                                                          s.get("dp_warmup", s["warmup"]))))
             return pp.infer(model, rel_split, method="dpremcmc", prior="p4", b=5,
-                            draws=s["draws"],
-                            warmup=s.get("remcmc_warmup", s.get("dp_warmup", s["warmup"])),
                             chains=s["chains"], seed=seed, progress=False, cores=1,
-                            prior_draws=s["prior_draws"])
+                            prior_draws=s["prior_draws"], **chain)
         if name == "DPABCp5":
             # the first study's p5 chains: prior_draws / 4 fixed draws each (the library's
             # default before p5 ran until converged); the converged study: as DPMCMCp1's
@@ -208,7 +212,7 @@ def dp_unit(ctx, data, method: str, r: int) -> dict:
     on it, the decision. Cached in ``runs/<method>/r<r>.json``."""
     import time
 
-    from privpost.compositional import dpss_release, parse_dpss
+    from privpost.releases.dpss import dpss_release, parse_dpss
     from privpost.models import Dirichlet
 
     path = _cache(ctx.outdir, method, f"r{r:04d}.json")
@@ -265,7 +269,7 @@ def benchmark_unit(ctx, data) -> dict:
 def scan_unit(ctx, data, share: float, e: float, r: int) -> list:
     """DPBoots decision (3 bools) at total ``e`` with ``eps1 = share * e`` on scan run ``r``."""
     import privpost as pp
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
     from privpost.models import Dirichlet
 
     path = _cache(ctx.outdir, "scan", f"s{share:g}_e{e:g}_r{r:04d}.json")
@@ -301,6 +305,9 @@ def _check_settings(ctx) -> None:
     if ctx.settings.get("eps1_share", 0.25) != 0.25:
         # only when not the default, so that folders made before the key existed still match
         want["eps1_share"] = ctx.settings["eps1_share"]
+    if ctx.settings.get("remcmc_until"):
+        # DPreMCMCp4 run until converged (issue 22): its units differ from fixed-draw ones
+        want["remcmc_until"] = True
     path = _cache(ctx.outdir, "settings.json")
     have = _load(path)
     if have is None:
@@ -353,7 +360,7 @@ def _se(p: np.ndarray, R: int) -> np.ndarray:
 
 def atus_report(ctx, methods=DP_METHODS):
     """The report from the cached units (each method over the runs that are complete)."""
-    from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
+    from privpost.experiments._reproduction import ReproductionReport, _md_table, _settings_md
 
     s, eps = ctx.settings, float(ctx.settings["epsilon"])
     sh = float(s.get("eps1_share", 0.25))
@@ -476,7 +483,7 @@ STUDY_UNCONVERGED = {"epsilon": 0.5, "eps_scan": (0.5, 1.0, 1.25, 1.5, 2.0, 3.0,
 # fixed draws and 2000 warm-up iterations (no non-centred move exists for the weighted model (5)
 # with a proposal).
 STUDY = dict(STUDY_UNCONVERGED, dp_warmup=500, dp_draws="until", dp_interweave=2,
-             dp_max_seconds=600.0, dp_max_draws=50_000, remcmc_warmup=2000)
+             dp_max_seconds=600.0, dp_max_draws=50_000, remcmc_warmup=2000, remcmc_until=True)
 
 
 def main(argv=None) -> None:
@@ -485,7 +492,7 @@ def main(argv=None) -> None:
     Several processes may share one ``--out`` with disjoint ``--methods``."""
     import argparse
 
-    from privpost.experiments.reproduce import _Ctx
+    from privpost.experiments._reproduction import _Ctx
 
     ap = argparse.ArgumentParser(prog="python -m privpost.experiments.guo2023_atus")
     ap.add_argument("--out", required=True)

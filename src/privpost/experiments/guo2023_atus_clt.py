@@ -22,7 +22,7 @@ import numpy as np
 def clt_run(data, r: int, share: float, epsilon: float = 0.5, seed: int = 2023) -> dict:
     """DPapprox p1 on run ``r``'s releases (eps1 = share * epsilon) of both groups."""
     import privpost as pp
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
     from privpost.diagnostics import rhat
     from privpost.experiments import guo2023_atus as g
     from privpost.models import Dirichlet

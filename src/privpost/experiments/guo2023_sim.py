@@ -48,6 +48,21 @@ SIM_METHODS = {
 #: every DP method, in Table 1's order (``--methods all``)
 ALL_METHODS = tuple(SIM_METHODS)
 
+_RULE_STUDY = {"rule_alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"),
+               "rule_n": (1000, 5000), "rule_epsilon": (0.25, 0.5, 1.5, 1e10)}
+#: the reproduction's sizes (``privpost reproduce guo2023-compositional --quick/--full``)
+SIZES = {"quick": {"alphas": ("alpha3",), "n": (1000,), "epsilon": (0.5, 1e10), "replicates": 2,
+                   "methods": ALL_METHODS, "draws": 200,
+                   "warmup": 200, "prior_draws": 400, **_RULE_STUDY, "rule_reps": 100},
+         "full": {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
+                  "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 50,
+                  "methods": ALL_METHODS,
+                  "draws": 1000, "warmup": 1000, "prior_draws": 2000, **_RULE_STUDY,
+                  "rule_reps": 200,
+                  # converged chains (issue 22 item 4): DPMCMC, DPreMCMC, DPapprox and p5's D1
+                  # chains run until split R-hat <= 1.01 and ESS >= 400, or this many seconds
+                  "dp_max_seconds": 600.0}}
+
 #: the size run for EXPERIMENTS.md §8.2 (``--size study``)
 STUDY_SIZE = {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
               "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 3,
@@ -133,7 +148,7 @@ def dpss_method(model, release, *, records, dp_method: str, prior=None, split: b
 
     import privpost as pp
     from privpost._rng import as_generator
-    from privpost.compositional import dpss_release
+    from privpost.releases.dpss import dpss_release
     from privpost.models import Dirichlet
 
     model = Dirichlet(model.parts)
@@ -168,10 +183,10 @@ def threshold_rule_table(alphas, ns, epsilons, reps: int, seed: int, eps2_share:
     score. Returns rows ``[alpha, n, eps, rule, modal a, share of reps at the modal a,
     expected share of censored entries at the modal a]``.
     """
-    from privpost.compositional import DEFAULT_THRESHOLDS, RULES, geometric_margin, select_threshold
-    from privpost.inference.dirichlet_tools import censoring_proportion
+    from privpost.releases.dpss import DEFAULT_THRESHOLDS, RULES, geometric_margin, select_threshold
+    from privpost.models.dirichlet_tools import censoring_proportion
     from privpost.mechanisms import DiscreteLaplace
-    from privpost.queries_score import ThresholdScore
+    from privpost.queries.threshold_score import ThresholdScore
 
     rng = np.random.default_rng(seed)
     rows = []
@@ -248,8 +263,8 @@ def summarise(table, seed: int = 0):
 
 def run_sim(ctx):
     """Runner for :func:`privpost.experiments.reproduce.reproduce`."""
-    from privpost.experiments.reproduce import (ReproductionReport, _md_table, _settings_md,
-                                                _study)
+    from privpost.experiments._reproduction import (ReproductionReport, _md_table, _settings_md,
+                                                    _study)
     from privpost.queries import CensoredLogMean
 
     s = ctx.settings
@@ -269,7 +284,7 @@ def run_sim(ctx):
                             "split": split, "draws": s["draws"], "truth": truth}
             if meth in ("dpmcmc", "dpremcmc", "dpapprox"):
                 methods[lab]["warmup"] = s["warmup"]
-            if meth in ("dpmcmc", "dpapprox") and s.get("dp_max_seconds"):
+            if meth in ("dpmcmc", "dpremcmc", "dpapprox") and s.get("dp_max_seconds"):
                 # their default run: rounds until R-hat <= 1.01 and ESS >= 400, or the budget
                 methods[lab]["draws"] = None
                 methods[lab]["max_seconds"] = float(s["dp_max_seconds"])
@@ -337,7 +352,7 @@ def main(argv=None):
     import argparse
     from pathlib import Path
 
-    from privpost.experiments.reproduce import REPRODUCTIONS, _Ctx
+    from privpost.experiments._reproduction import _Ctx
 
     ap = argparse.ArgumentParser(prog="python -m privpost.experiments.guo2023_sim")
     ap.add_argument("--size", default="study", choices=("study", "quick", "full"))
@@ -354,8 +369,7 @@ def main(argv=None):
                     help="run DPMCMC and DPapprox until converged (their default rule) within "
                          "this budget per fit, instead of the fixed --draws")
     args = ap.parse_args(argv)
-    rep = REPRODUCTIONS["guo2023-compositional"]
-    settings = dict(STUDY_SIZE if args.size == "study" else rep.sizes[args.size])
+    settings = dict(STUDY_SIZE if args.size == "study" else SIZES[args.size])
     if args.alphas:
         settings["alphas"] = tuple(args.alphas.split(","))
     if args.replicates:

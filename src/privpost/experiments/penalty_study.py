@@ -82,14 +82,14 @@ def _logistic_reference(records, model, seed, k=20_000):
 def yildirim2016_penalty(ctx):
     from privpost.accounting import (max_gaussian_compositions, theorem1_eq3,
                                      theorem1_eq3_corrected, theorem1_exact)
-    from privpost.experiments.reproduce import ReproductionReport, _md_table, _settings_md
+    from privpost.experiments._reproduction import ReproductionReport, _md_table, _settings_md
     from privpost.inference import infer
     from privpost.inference.ops import ops_release
     from privpost.mechanisms import Gaussian
     from privpost.models import BetaBernoulli
     from privpost.models.penalty_models import BernoulliLogit, LogisticRegressionBounded
     from privpost.queries import Sum
-    from privpost.release import release
+    from privpost.releases.release import release
     from scipy import stats
 
     s = ctx.settings

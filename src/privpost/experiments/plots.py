@@ -188,7 +188,7 @@ def ks_figure(table, path: Path, entries=None) -> Path:
     """KS distance of the PIT from uniform against n per epsilon and entry."""
     from scipy import stats
 
-    from privpost.experiments.calibration import ks_distance
+    from privpost.experiments.uniformity import ks_distance
 
     plt = _plt()
     ents = _entries(table, entries)

@@ -27,16 +27,17 @@ method an experiment needs is not implemented, the reproduction stops with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from privpost.errors import PrivpostError
-from privpost.experiments.calibration import (MissingMethodError, calibrate, ks_distance,
-                                              resolve_method, summarize)
+from privpost.experiments.calibration import (MissingMethodError, ks_distance, resolve_method,
+                                              summarize)
 from privpost.experiments.plots import _plt, save_figure
+from privpost.experiments._reproduction import (Reproduction, ReproductionReport, _Ctx, _md_table,
+                                                _settings_md, _study)
 
 __all__ = ["reproduce", "REPRODUCTIONS", "Reproduction", "ReproductionReport",
            "binomial_sd", "LOGLINEAR_P", "LOGLINEAR_TABLE1", "REGRESSION_BETA",
@@ -74,44 +75,6 @@ def binomial_sd(p: float, r: int) -> float:
     return math.sqrt(max(p * (1 - p), 0.0) / r) if r else float("nan")
 
 
-# ============================================================================ plumbing
-@dataclass
-class ReproductionReport:
-    """What :func:`reproduce` wrote."""
-
-    name: str
-    size: str
-    outdir: Path
-    report_path: Path
-    markdown: str
-    tables: dict = field(default_factory=dict)
-    figures: list = field(default_factory=list)
-    headline: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Reproduction:
-    name: str
-    title: str
-    source: str
-    methods: tuple[str, ...]
-    sizes: dict
-    runner: Callable
-    default_seed: int
-
-
-@dataclass
-class _Ctx:
-    name: str
-    size: str
-    settings: dict
-    outdir: Path
-    seed: int
-    run: dict   # workers / scheduler / progress for calibrate
-    sampler: str = "paper"   # "paper": PAPER_DAMCMC; "default": the library's damcmc defaults
-
-
-
 # The papers' DA-MCMC (seed 000 Algorithm 1): centred updates only, chains started from the prior.
 # The library's defaults add an exact interweaving move and data-driven starts; the reproductions
 # keep the paper's sampler so that their rows mean what the papers' rows mean.
@@ -127,28 +90,6 @@ DEFAULT_DAMCMC = {"fast_path": True}
 def _damcmc_opts(ctx: "_Ctx") -> dict:
     """The damcmc options of a reproduction's "damcmc" rows for ``ctx.sampler``."""
     return dict(PAPER_DAMCMC) if ctx.sampler == "paper" else dict(DEFAULT_DAMCMC)
-
-
-def _study(ctx: _Ctx, sub: str, *args, **kwargs):
-    kw = dict(ctx.run)
-    kw.update(kwargs)
-    return calibrate(*args, seed=ctx.seed, outdir=ctx.outdir / "runs" / sub, **kw)
-
-
-def _md_table(header: list[str], rows: list[list[Any]]) -> str:
-    def fmt(v):
-        if isinstance(v, float):
-            return "nan" if math.isnan(v) else f"{v:.3g}"
-        return str(v)
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _settings_md(ctx: _Ctx) -> str:
-    items = ", ".join(f"{k} = {v}" for k, v in ctx.settings.items())
-    return f"Size **{ctx.size}**: {items}; root seed {ctx.seed}."
 
 
 def _familywise_ks_crit(R: int, cells: int, alpha: float = 0.05) -> float:
@@ -937,21 +878,12 @@ def _guo2023_sim(ctx: _Ctx) -> ReproductionReport:
     return run_sim(ctx)
 
 
-_RULE_STUDY = {"rule_alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"),
-               "rule_n": (1000, 5000), "rule_epsilon": (0.25, 0.5, 1.5, 1e10)}
-from privpost.experiments.guo2023_sim import ALL_METHODS as _GUO_METHODS  # noqa: E402
+from privpost.experiments.guo2023_sim import SIZES as _GUO_SIZES  # noqa: E402
 
 REPRODUCTIONS["guo2023-compositional"] = Reproduction(
     "guo2023-compositional", "Guo, Barrientos & Pena 2023, Sec. 4.1 simulation study",
     "seed 002", ("boots", "nonprivate", "dpboots", "dpmcmc", "dpremcmc", "dpabc", "dpapprox"),
-    {"quick": {"alphas": ("alpha3",), "n": (1000,), "epsilon": (0.5, 1e10), "replicates": 2,
-               "methods": _GUO_METHODS, "draws": 200,
-               "warmup": 200, "prior_draws": 400, **_RULE_STUDY, "rule_reps": 100},
-     "full": {"alphas": ("alpha1", "alpha2", "alpha3", "alpha4", "alpha5"), "n": (1000, 5000),
-              "epsilon": (0.25, 0.5, 1.5, 1e10), "replicates": 50,
-              "methods": _GUO_METHODS,
-              "draws": 1000, "warmup": 1000, "prior_draws": 2000, **_RULE_STUDY,
-              "rule_reps": 200}},
+    _GUO_SIZES,
     _guo2023_sim, 2024)
 
 
@@ -1018,6 +950,7 @@ REPRODUCTIONS["yildirim2016-penalty"] = Reproduction(
     "yildirim2016-penalty", "Yıldırım 2016 penalty MCMC: accuracy, ESS and accounting at fixed "
     "(ε, δ) (Beta-Bernoulli, logistic regression)", "seed 001", ("damcmc",), _PENALTY_SIZES,
     yildirim2016_penalty, 2016)
-# Foulds et al. 2016 §5 (HMM held-out log-likelihood) lives in its own module, which adds
-# itself to REPRODUCTIONS when imported (it imports this module's plumbing).
-import privpost.experiments.foulds_hmm  # noqa: E402,F401
+# Foulds et al. 2016 §5 (HMM held-out log-likelihood): its entry is declared in its own module
+from privpost.experiments.foulds_hmm import REPRODUCTION as _FOULDS_HMM  # noqa: E402
+
+REPRODUCTIONS[_FOULDS_HMM.name] = _FOULDS_HMM

@@ -21,6 +21,8 @@ Every term is concave in ``k`` (``-lgamma(x + 1)`` is concave, ``-|.|`` and ``-(
 affine function are concave), so ``f`` is a discrete log-concave law and is sampled **exactly**,
 tails included, from the whole range (never a truncated window):
 
+0. a range of fewer than :data:`ENUM_MAX` points is enumerated: ``f`` at every point, then
+   inversion of its cdf (exact; cheaper than 1-3 when the cells hold a few units);
 1. the mode ``M``: the forward difference ``D(k) = log f(k+1) - log f(k)`` is non-increasing, so
    ``M`` is the smallest ``k`` with ``D(k) <= 0``; found by a galloping search from the current
    state ``k = 0`` and bisection (``O(log |M|)`` evaluations);
@@ -67,6 +69,11 @@ __all__ = ["pair_move", "log_f", "log_f_rel", "forward_diff", "pmf", "sample_man
 
 # lgamma(a + d) - lgamma(a) by Stirling's series once both arguments are at least this large
 _STIRLING_MIN = 1.0e4
+
+#: Ranges ``[-c_i, c_j]`` with fewer points than this are sampled by enumerating every point
+#: (:func:`_enumerate_draw`; the common case when a table has more cells than units) instead of
+#: the mode search and rejection from the hat, which costs more evaluations of ``log f`` there.
+ENUM_MAX = 16
 
 
 @njit(cache=True, nogil=True)
@@ -182,20 +189,42 @@ def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
     return _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m)
 
 
+#: Steps walked one at a time (summing forward differences) from the mode before the search for
+#: the drop point switches to galloping + bisection.
+_WALK = 8
+
+
 @njit(cache=True, nogil=True)
 def _drop_point(mode, end, direction, ci, cj, dlp, r, v, w, l2, m):
     """Nearest ``k`` beyond ``mode`` in ``direction`` (+1 or -1), not past ``end``, with
-    ``log f(k) - log f(mode) <= -1``; ``end + direction`` when there is none. Galloping search +
-    bisection (``log f`` is unimodal, so the drop is monotone beyond the mode)."""
+    ``log f(k) - log f(mode) <= -1``; ``end + direction`` when there is none. The first
+    :data:`_WALK` points are walked (``log f`` by running sums of forward differences: the
+    common narrow case costs two logarithms a step), then galloping search + bisection on
+    ``log_f_rel`` (``log f`` is unimodal, so the drop is monotone beyond the mode). Any point
+    beyond the mode with ``f`` below ``f(mode)`` gives a valid hat (``pair_move``), so the
+    rounding of either way of computing the drop cannot make the draw inexact."""
     if mode == end:
         return end + direction
+    # walk
+    drop = 0.0
+    k = mode
+    for _ in range(_WALK):
+        if k == end:
+            return end + direction
+        if direction > 0.0:
+            drop += forward_diff(k, ci, cj, dlp, r, v, w, l2, m)
+        else:
+            drop -= forward_diff(k - 1.0, ci, cj, dlp, r, v, w, l2, m)
+        k += direction
+        if drop <= -1.0:
+            return k
     if log_f_rel(end, mode, ci, cj, dlp, r, v, w, l2, m) > -1.0:
         return end + direction
     # near: drop > -1 ; far: drop <= -1
-    near = mode
-    step = 1.0
+    near = k
+    step = float(_WALK)
     while True:
-        far = mode + direction * step
+        far = near + direction * step
         if (far - end) * direction >= 0.0:
             far = end
             break
@@ -235,6 +264,33 @@ def _geom_draw(slope, length, rng):
 
 
 @njit(cache=True, nogil=True)
+def _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng):
+    """An exact draw of ``k`` from ``f`` on a tiny range ``[lo, hi]`` (``hi - lo < ENUM_MAX``,
+    ``lo <= 0 <= hi``): ``log f(k) - log f(lo)`` at every point as the running sum of the
+    forward differences (two logarithms each, no ``lgamma``), then inversion of the cdf."""
+    size = int(hi - lo) + 1
+    lf = np.empty(size)
+    lf[0] = 0.0
+    top = 0.0
+    for t in range(1, size):
+        x = lf[t - 1] + forward_diff(lo + t - 1.0, ci, cj, dlp, r, v, w, l2, m)
+        lf[t] = x
+        if x > top:
+            top = x
+    tot = 0.0
+    for t in range(size):
+        lf[t] = math.exp(lf[t] - top)
+        tot += lf[t]
+    u = rng.random() * tot
+    acc = 0.0
+    for t in range(size - 1):
+        acc += lf[t]
+        if u < acc:
+            return lo + t
+    return hi
+
+
+@njit(cache=True, nogil=True)
 def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
     """An exact draw of ``k`` from ``f`` on ``[-ci, cj]`` (see the module docstring); returns
     ``k`` as a float64 integer. Units move ``c_i += k``, ``c_j -= k``; the caller updates the
@@ -243,6 +299,8 @@ def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
     hi = cj
     if lo == hi:
         return 0.0
+    if hi - lo < ENUM_MAX:
+        return _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng)
     mode = _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m)
     kr = _drop_point(mode, hi, 1.0, ci, cj, dlp, r, v, w, l2, m)
     kl = _drop_point(mode, lo, -1.0, ci, cj, dlp, r, v, w, l2, m)

@@ -16,7 +16,8 @@ table given theta, ``pi(c) ∝ Mult(c | N, p) eta(s | A c)``):
    a pair with both cells occupied is reached two ways, so it is kept with probability 1/2
    (otherwise draw again). Each pair of ``P(c)`` then has probability ``1 / M(c)``.
 2. **proposal**: ``k`` units moved from ``j`` to ``i`` drawn exactly from the full conditional
-   of the line ``{c + k (e_i - e_j)}`` (:func:`privpost.inference._count_moves.pair_move`):
+   of the line ``{c + k (e_i - e_j)}`` (``_count_table._pair_update``, i.e.
+   :func:`privpost.inference._count_moves.pair_move`):
    ``f(c') = pi(c') / sum_line pi``, the same normalising sum from ``c`` and from ``c'``.
 3. **correction**: accept ``c'`` with probability ``min(1, M(c) / M(c'))``.
 
@@ -44,9 +45,8 @@ import numpy as np
 from numba import njit
 
 from privpost.errors import PrivpostError
-from privpost.inference._count_moves import pair_move
-from privpost.inference._count_table import (MAX_SHIFT_DIM, CountTable, TableChain, residuals,
-                                             touched)
+from privpost.inference._count_table import (MAX_SHIFT_DIM, CountTable, TableChain,
+                                             _pair_update, residuals)
 
 __all__ = ["occupied_sweep", "n_pairs_for", "OccupiedTable"]
 
@@ -110,24 +110,23 @@ def occupied_sweep(c, log_p, n_moves, cell_ptr, cell_coord, cell_coef, s, w, l2,
                 i += 1
             if c[i] == 0.0 or rng.random() < 0.5:
                 break
-        if log_p[i] == -np.inf or log_p[j] == -np.inf:
-            continue        # a zero-probability cell holds 0 units: the conditional is k = 0
-        mm = touched(i, j, cell_ptr, cell_coord, cell_coef, r, w, l2, b_idx, b_r, b_v, b_w,
-                     b_l2)
         ci, cj = c[i], c[j]
-        k = pair_move(ci, cj, log_p[i] - log_p[j], b_r, b_v, b_w, b_l2, mm, rng)
+        # the exact conditional draw, applied to c and r (b_idx, b_v keep the coordinates)
+        k = _pair_update(i, j, c, log_p, cell_ptr, cell_coord, cell_coef, w, l2, r, b_idx, b_r,
+                         b_v, b_w, b_l2, rng)
         if k == 0.0:
             continue
-        ni, nj = ci + k, cj - k
+        ni, nj = c[i], c[j]
         d_occ = (1 if ni > 0.0 else 0) - (1 if ci > 0.0 else 0) \
             + (1 if nj > 0.0 else 0) - (1 if cj > 0.0 else 0)
         if correct and d_occ != 0:
             ratio = _n_pair_sets(J, n_occ) / _n_pair_sets(J, n_occ + d_occ)
             if ratio < 1.0 and not rng.random() < ratio:
+                c[i] = ci                   # rejected: undo the move (rare: recompute r)
+                c[j] = cj
+                residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
                 out[1] += 1.0
                 continue
-        c[i] = ni
-        c[j] = nj
         if ci == 0.0:
             n_occ = _set_occupied(i, occ, pos, n_occ)
         elif ni == 0.0:
@@ -136,8 +135,6 @@ def occupied_sweep(c, log_p, n_moves, cell_ptr, cell_coord, cell_coef, s, w, l2,
             n_occ = _unset_occupied(j, occ, pos, n_occ)
         elif cj == 0.0:
             n_occ = _set_occupied(j, occ, pos, n_occ)
-        for t in range(mm):
-            r[b_idx[t]] -= k * b_v[t]
         out[0] += 1.0
     return out
 

@@ -341,7 +341,7 @@ def release_covariate_moments(records, query, mechanism, *, neighbours: str = "r
     seed : None for a real release (cryptographic noise), int/Generator for simulations.
     """
     from privpost.queries import CovariateMoments
-    from privpost.release import release as _release
+    from privpost.releases.release import release as _release
 
     if getattr(query, "name", None) != "regression_stats":
         raise IncompatibleError("release_covariate_moments takes the RegressionStats query whose "
@@ -368,8 +368,8 @@ def release_with_moments(records, query, epsilon: float, *, split: float = 0.5,
 
     from privpost._rng import spawn
     from privpost.mechanisms import Laplace
-    from privpost.release import ReleaseSet
-    from privpost.release import release as _release
+    from privpost.releases.release import ReleaseSet
+    from privpost.releases.release import release as _release
 
     if isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 < split < 1:
         raise PrivpostError(f"split must be in (0, 1), got {split!r}")
@@ -400,7 +400,7 @@ def split_release_set(release):
     moments are those of the normalised covariates the statistics are built from); anything
     else raises :class:`IncompatibleError`.
     """
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     if not isinstance(release, ReleaseSet):
         return release, None

@@ -26,7 +26,7 @@ from numba import njit
 from privpost.inference._count_moves import _lgamma_diff, pair_move
 
 __all__ = ["transition_counts", "emission_loglik", "z_sweep", "z_sweep_marginal", "state_sums", "dirichlet_blocks",
-           "record_sweep", "count_sweep", "shift_moves", "state_shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
+           "record_sweep", "count_sweep", "shift_moves", "thin_moves", "state_shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
            "ffbs", "slice_pair_sweeps", "truncated_dirichlet_blocks_slice"]
 
 
@@ -397,35 +397,63 @@ def count_sweep(z, logtheta, off, levels, counts, obs, w, l2, use, sweeps, rng):
 
 
 @njit(cache=True, nogil=True)
-def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
-                stats, rng, reps, vscale):
-    """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
-    feature): for every state ``k`` and feature ``d``, one MH move of ``theta_d[k] (K_d,)``
-    together with the counts of every used cell in state ``k``.
+def _t_logq(v, mu, L, m, c, nu, y):
+    """Log density (up to a constant) at ``v[:m]`` of the multivariate t proposal with ``nu``
+    degrees of freedom, location ``mu[:m]`` and scale matrix ``c^2 L L^T`` (``L`` lower
+    triangular, ``(M, M)``, its ``m x m`` corner used): ``-(nu + m)/2 log(1 + |y|^2 / nu)``
+    with ``L y = (v - mu) / c`` (forward substitution into ``y``). The normalising constant
+    and ``log det L`` do not depend on ``v`` and cancel in the MH ratio."""
+    q = 0.0
+    for i in range(m):
+        s = (v[i] - mu[i]) / c
+        for j in range(i):
+            s -= L[i, j] * y[j]
+        y[i] = s / L[i, i]
+        q += y[i] * y[i]
+    return -0.5 * (nu + m) * math.log1p(q / nu)
 
-    Free coordinates ``v_j = log theta_j - log theta_J`` (``j < J = K_d``); proposal ``v' = v +
-    step * N(0, I)`` (symmetric), ``step = exp(logstep[k, d])``. The residuals ``rho_cj = n_cj -
-    round(N_c theta_j)`` are held fixed for ``j < J`` in every cell ``c`` with ``z_c = k``; the
-    last level takes ``N_c`` minus the rest; the move is rejected when a count is negative. For
-    fixed ``v`` the map ``rho <-> n`` is an integer shift, so ``(v, rho) <-> (v, n)`` is a
-    bijection with unit Jacobian on the integer part, and the MH ratio is that of the target
-    density of ``(v, n)`` given ``z`` and the other parameters:
+
+@njit(cache=True, nogil=True)
+def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
+                stats, rng, reps, chol, mean, indep, qratio=1.0):
+    """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
+    feature): for every state ``k`` and feature ``d``, ``reps`` MH moves of ``theta_d[k]
+    (K_d,)`` together with the counts of every used cell in state ``k``.
+
+    Free coordinates ``v_j = log theta_j - log theta_J`` (``j < J = K_d``, additive log-ratio).
+    The residuals ``rho_cj = n_cj - round(N_c theta_j)`` are held fixed for ``j < J`` in every
+    cell ``c`` with ``z_c = k``; the last level takes ``N_c`` minus the rest; the move is
+    rejected when a count is negative. For fixed ``v`` the map ``rho <-> n`` is an integer
+    shift, and shifting by ``v -> v'`` then back by ``v' -> v`` returns every count, so
+    ``(v, n) -> (v', n')`` is a bijection with unit Jacobian on the integer part, and the MH
+    ratio is that of the target density of ``(v, n)`` given ``z`` and the other parameters,
 
         log pi(v, n) = beta * sum_j log theta_j          (Dirichlet(beta) x |d theta / d v|)
                      + sum_c [sum_j n_cj log theta_j - lgamma(n_cj + 1)]      (Multinomial)
                      + sum_c log eta(obs_c - n_c)                             (the noise)
 
-    (``|d theta / d v| = prod_j theta_j`` for the additive log-ratio map). It moves theta by
+    (``|d theta / d v| = prod_j theta_j`` for the additive log-ratio map), times the proposal
+    ratio ``q(v | v') / q(v' | v)`` of ``v``:
+
+    * even repetitions, a random walk ``v' = v + step * L_kd xi``, ``xi ~ N(0, I)``
+      (symmetric: ratio 1), ``step = exp(logstep[k, d])``;
+    * odd repetitions where ``indep[k, d]`` is set, an independence proposal ``v' ~ t_4(
+      mean[k, d], (1.2 L_kd)(1.2 L_kd)^T)`` (multivariate t, 4 degrees of freedom; ratio
+      ``q(v) / q(v')``, :func:`_t_logq`); elsewhere the random walk.
+
+    ``chol (K, D, M, M)`` lower-triangular ``L_kd`` (``M = max K_d - 1``; the ``(K_d - 1)``
+    corner used), ``mean (K, D, M)``, ``indep (K, D)`` int: the proposal's shape, learnt by the
+    caller in the warm-up (:mod:`privpost.inference._hmm_shift`) and fixed while draws are
+    kept, so every kept transition is one fixed MH kernel of the exact target. It moves theta by
     its posterior width, not by the width of ``theta | counts``, so mixing does not collapse
-    when the noise is large against ``sqrt(N)``. ``adapt``: stochastic approximation (fixed
-    gain 0.5) of ``logstep`` towards acceptance 0.3 (warm-up only: the kept draws use a fixed
-    kernel). ``stats[0] +=``
-    proposals, ``stats[1] +=`` acceptances. ``counts``, ``theta``, ``logstep`` in place.
-    ``reps`` moves per block (each costs ``O(cells x K_d)``, far below a pair sweep, while a
-    random walk in ``K_d - 1`` dimensions needs many steps per independent draw).
-    ``vscale (K, W)``: per-coordinate proposal scales (coordinate ``j`` of block ``(k, d)`` in
-    ``vscale[k, off[d] + j]``; fixed during a run of kept draws, learnt in the warm-up by the
-    caller), so the proposal stays symmetric: ``v'_j = v_j + step * vscale_j * N(0, 1)``.
+    when the noise is large against ``sqrt(N)``; a full ``L`` matters because the log-ratio
+    coordinates share the reference level's noise (strongly correlated when it is rare).
+    ``adapt``: stochastic approximation (fixed gain 0.5) of ``logstep`` towards random-walk
+    acceptance 0.3 (warm-up only). ``stats[0] +=`` proposals, ``stats[1] +=`` acceptances
+    (both kinds); ``stats[4] +=`` independence proposals, ``stats[5] +=`` their acceptances.
+    ``counts``, ``theta``, ``logstep`` in place. Each move costs ``O(cells x K_d)``.
+    ``qratio`` weights the independence proposal's ratio: 1 (the exact MH ratio) always, except
+    in the test that checks that its omission (0) is detected (tests/test_hmm_shift.py).
     """
     R, Tt = z.shape
     C = R * Tt
@@ -437,85 +465,237 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
             maxJ = levels[d]
     newc = np.empty((C, maxJ))
     tp = np.empty(maxJ)
+    v = np.empty(maxJ)
+    xi = np.empty(maxJ)
+    ybuf = np.empty(maxJ)
+    nu = 4.0
+    cind = 1.2
     for rep in range(reps * K * D):
         k = (rep // D) % K
         d = rep % D
-        if True:
+        o = off[d]
+        J = levels[d]
+        m = J - 1
+        ok = True
+        for j in range(J):
+            if not theta[k, o + j] > 0.0:
+                ok = False
+        if not ok:          # a level of probability 0 (Gamma underflow): no move
+            continue
+        ind = (rep // (K * D)) % 2 == 1 and indep[k, d] != 0
+        lJ = math.log(theta[k, o + J - 1])
+        for j in range(m):
+            v[j] = math.log(theta[k, o + j]) - lJ
+            xi[j] = rng.standard_normal()
+        logr = 0.0
+        if ind:
+            g = 2.0 * rng.standard_gamma(0.5 * nu)        # chi-square(nu)
+            f = cind / math.sqrt(g / nu) if g > 0.0 else 0.0
+            for i in range(m):
+                s = 0.0
+                for j in range(i + 1):
+                    s += chol[k, d, i, j] * xi[j]
+                tp[i] = mean[k, d, i] + f * s
+            logr += qratio * (_t_logq(v, mean[k, d], chol[k, d], m, cind, nu, ybuf)
+                              - _t_logq(tp, mean[k, d], chol[k, d], m, cind, nu, ybuf))
+        else:
+            step = math.exp(logstep[k, d])
+            for i in range(m):
+                s = 0.0
+                for j in range(i + 1):
+                    s += chol[k, d, i, j] * xi[j]
+                tp[i] = v[i] + step * s
+        mx = 0.0
+        for j in range(m):
+            if tp[j] > mx:
+                mx = tp[j]
+        tot = math.exp(-mx)
+        for j in range(m):
+            tp[j] = math.exp(tp[j] - mx)
+            tot += tp[j]
+        tp[J - 1] = math.exp(-mx)
+        for j in range(J):
+            tp[j] /= tot
+            if not tp[j] > 0.0:
+                ok = False
+                break
+            logr += beta * (math.log(tp[j]) - math.log(theta[k, o + j]))
+        if ok:
+            for c in range(C):
+                if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                    continue
+                N = sizes[c]
+                rest = N
+                for j in range(J):
+                    if j < J - 1:
+                        nj = (counts[c, o + j] - math.floor(N * theta[k, o + j] + 0.5)
+                              + math.floor(N * tp[j] + 0.5))
+                        rest -= nj
+                    else:
+                        nj = rest
+                    if nj < 0.0:
+                        ok = False
+                        break
+                    newc[c, j] = nj
+                if not ok:
+                    break
+                for j in range(J):
+                    cur = counts[c, o + j]
+                    nj = newc[c, j]
+                    if nj > 0.0:
+                        logr += nj * math.log(tp[j])
+                    if cur > 0.0:
+                        logr -= cur * math.log(theta[k, o + j])
+                    logr -= _lgamma_diff(cur + 1.0, nj - cur)
+                    ob = obs[c, o + j]
+                    if l2:
+                        logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
+                    else:
+                        logr -= w * (abs(ob - nj) - abs(ob - cur))
+        accepted = ok and (logr >= 0.0 or math.log(rng.random()) < logr)
+        stats[0] += 1
+        if ind:
+            stats[4] += 1
+        if accepted:
+            stats[1] += 1
+            if ind:
+                stats[5] += 1
+            for c in range(C):
+                if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                    continue
+                for j in range(J):
+                    counts[c, o + j] = newc[c, j]
+            for j in range(J):
+                theta[k, o + j] = tp[j]
+        if adapt and not ind:
+            logstep[k, d] += ((1.0 if accepted else 0.0) - 0.3) * 0.5
+            logstep[k, d] = min(max(logstep[k, d], -30.0), 2.0)
+
+
+@njit(cache=True, nogil=True)
+def _log_binom(m, n, p):
+    """``log Binomial(m; n, p) + lgamma(m + 1)`` (``0 <= m <= n``; ``p`` in [0, 1], degenerate
+    ends exact). ``lgamma(m + 1)`` is left out: :func:`thin_moves` takes the difference of two
+    such terms with the same ``m``, where it cancels; the rest is free of cancellation
+    (:func:`~privpost.inference._count_moves._lgamma_diff`), so cells of 10^15 reports keep the
+    ratio's precision."""
+    if p <= 0.0:
+        return 0.0 if m == 0.0 else -np.inf
+    if p >= 1.0:
+        return math.lgamma(m + 1.0) if m == n else -np.inf
+    out = _lgamma_diff(n - m + 1.0, m)
+    if m > 0.0:
+        out += m * math.log(p)
+    if n - m > 0.0:
+        out += (n - m) * math.log1p(-p)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def thin_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, anchor,
+               adapt, stats, rng, jac=1.0):
+    """Non-centred "thinning" moves of the count latent, one per state, feature and level:
+    exact MH moves of the emission pair ``(theta_i, theta_a)`` (``a = anchor[k, d]``, the
+    block's anchor level, ``i != a``) together with the counts of levels ``i`` and ``a`` in
+    every used cell of the state, ``theta_i + theta_a`` and each cell's ``n_i + n_a`` kept.
+
+    Proposal: ``s = exp(sigma xi)``, ``xi ~ N(0, 1)``, ``sigma = exp(logstep[k, off[d] + i])``;
+    ``theta'_i = s theta_i``, ``theta'_a = theta_a + (1 - s) theta_i`` (rejected unless
+    ``> 0``); per cell ``c``, ``s < 1``: ``m_c ~ Binomial(n_ci, 1 - s)`` units move from ``i``
+    to ``a`` (thinning); ``s > 1``: ``m_c ~ Binomial(n_ca, r)``, ``r = theta_i (s - 1) /
+    theta_a``, move from ``a`` to ``i``. The reverse of a move with ``s`` is the move with
+    ``1/s`` (same anchor; thinning and its reverse swap roles, with ``r' = (1 - s) theta_i /
+    theta'_a`` when ``s < 1``), so the MH ratio is
+
+        pi(theta', n') / pi(theta, n) * q(m | reverse) / q(m | forward) * s
+
+    with ``pi`` the target of :func:`shift_moves` in simplex coordinates (Dirichlet(beta)
+    density ``prod theta_j^(beta - 1)``, Multinomial, noise), ``q`` products of Binomial pmfs,
+    and ``s = |d(theta'_i, theta'_a, log s') / d(theta_i, theta_a, log s)|`` (``log s ~
+    N(0, sigma^2)`` is symmetric under ``log s -> -log s``). Unlike the residual shift, counts
+    scale with ``theta_i`` and can never go negative, so the move works for rare levels, where
+    the residual shift is blocked (a cell with ``n_ci = 0`` whose ``round(N_c theta_i)``
+    would fall). ``adapt``: stochastic approximation of ``logstep`` towards acceptance 0.3
+    (warm-up only). ``stats[6] +=`` proposals, ``stats[7] +=`` acceptances. ``jac`` weights
+    ``log s`` (1 always, except in the test that checks that its omission is detected).
+    """
+    R, Tt = z.shape
+    C = R * Tt
+    K = theta.shape[0]
+    D = off.shape[0]
+    mv = np.empty(C)
+    for k in range(K):
+        for d in range(D):
             o = off[d]
             J = levels[d]
-            ok = True
-            for j in range(J):
-                if not theta[k, o + j] > 0.0:
-                    ok = False
-            if not ok:          # a level of probability 0 (Gamma underflow): no move
-                continue
-            step = math.exp(logstep[k, d])
-            lJ = math.log(theta[k, o + J - 1])
-            mx = 0.0
-            for j in range(J - 1):
-                tp[j] = (math.log(theta[k, o + j]) - lJ
-                         + step * vscale[k, o + j] * rng.standard_normal())
-                if tp[j] > mx:
-                    mx = tp[j]
-            tot = math.exp(-mx)
-            for j in range(J - 1):
-                tp[j] = math.exp(tp[j] - mx)
-                tot += tp[j]
-            tp[J - 1] = math.exp(-mx)
-            ok = True
-            logr = 0.0
-            for j in range(J):
-                tp[j] /= tot
-                if not tp[j] > 0.0:
-                    ok = False
-                    break
-                logr += beta * (math.log(tp[j]) - math.log(theta[k, o + j]))
-            if ok:
+            a = o + anchor[k, d]
+            for i0 in range(J):
+                i = o + i0
+                if i == a:
+                    continue
+                ti = theta[k, i]
+                ta = theta[k, a]
+                if not (ti > 0.0 and ta > 0.0):
+                    continue
+                sig = math.exp(logstep[k, i])
+                ls = sig * rng.standard_normal()
+                s = math.exp(ls)
+                om = -math.expm1(ls)                       # 1 - s, accurately
+                ti2 = s * ti
+                ta2 = ta + om * ti
+                stats[6] += 1
+                if not (ti2 > 0.0 and ta2 > 0.0):
+                    if adapt:
+                        logstep[k, i] = min(max(logstep[k, i] - 0.15, -20.0), 3.0)
+                    continue
+                lti, lta = math.log(ti), math.log(ta)
+                dla = math.log1p(om * ti / ta)                 # log theta'_a - log theta_a
+                logr = (beta - 1.0) * (ls + dla) + jac * ls
+                if s < 1.0:
+                    pf = om                            # forward: thin i
+                    pr = om * ti / ta2                 # reverse: from a back to i
+                else:
+                    pf = -om * ti / ta                 # forward: from a to i
+                    pr = -math.expm1(-ls)              # reverse: thin i with s' = 1/s
                 for c in range(C):
                     if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
+                        mv[c] = 0.0
                         continue
-                    N = sizes[c]
-                    rest = N
-                    for j in range(J):
-                        if j < J - 1:
-                            nj = (counts[c, o + j] - math.floor(N * theta[k, o + j] + 0.5)
-                                  + math.floor(N * tp[j] + 0.5))
-                            rest -= nj
-                        else:
-                            nj = rest
-                        if nj < 0.0:
-                            ok = False
-                            break
-                        newc[c, j] = nj
-                    if not ok:
-                        break
-                    for j in range(J):
-                        cur = counts[c, o + j]
-                        nj = newc[c, j]
-                        if nj > 0.0:
-                            logr += nj * math.log(tp[j])
-                        if cur > 0.0:
-                            logr -= cur * math.log(theta[k, o + j])
-                        logr -= _lgamma_diff(cur + 1.0, nj - cur)
-                        ob = obs[c, o + j]
-                        if l2:
-                            logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
-                        else:
-                            logr -= w * (abs(ob - nj) - abs(ob - cur))
-            accepted = ok and (logr >= 0.0 or math.log(rng.random()) < logr)
-            stats[0] += 1
-            if accepted:
-                stats[1] += 1
-                for c in range(C):
-                    if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
-                        continue
-                    for j in range(J):
-                        counts[c, o + j] = newc[c, j]
-                for j in range(J):
-                    theta[k, o + j] = tp[j]
-            if adapt:
-                logstep[k, d] += ((1.0 if accepted else 0.0) - 0.3) * 0.5
-                logstep[k, d] = min(max(logstep[k, d], -30.0), 2.0)
+                    ni = counts[c, i]
+                    na = counts[c, a]
+                    if s < 1.0:
+                        m = float(rng.binomial(int(ni), min(pf, 1.0))) if ni > 0.0 else 0.0
+                        ni2 = ni - m
+                        na2 = na + m
+                        logr += _log_binom(m, na2, pr) - _log_binom(m, ni, pf)
+                    else:
+                        m = float(rng.binomial(int(na), min(pf, 1.0))) if na > 0.0 else 0.0
+                        ni2 = ni + m
+                        na2 = na - m
+                        logr += _log_binom(m, ni2, pr) - _log_binom(m, na, pf)
+                    mv[c] = ni2 - ni
+                    # n' log theta' - n log theta, as n' (log theta' - log theta) + (n' - n) log theta
+                    logr += (ni2 * ls + (ni2 - ni) * lti + na2 * dla + (na2 - na) * lta
+                             - _lgamma_diff(ni + 1.0, ni2 - ni) - _lgamma_diff(na + 1.0, na2 - na))
+                    oi = obs[c, i]
+                    oa = obs[c, a]
+                    if l2:
+                        logr -= w * ((oi - ni2) ** 2 - (oi - ni) ** 2
+                                     + (oa - na2) ** 2 - (oa - na) ** 2)
+                    else:
+                        logr -= w * (abs(oi - ni2) - abs(oi - ni) + abs(oa - na2) - abs(oa - na))
+                acc = logr >= 0.0 or math.log(rng.random()) < logr
+                if acc:
+                    stats[7] += 1
+                    theta[k, i] = ti2
+                    theta[k, a] = ta2
+                    for c in range(C):
+                        if mv[c] != 0.0:
+                            counts[c, i] += mv[c]
+                            counts[c, a] -= mv[c]
+                if adapt:
+                    logstep[k, i] += ((1.0 if acc else 0.0) - 0.3) * 0.5
+                    logstep[k, i] = min(max(logstep[k, i], -20.0), 3.0)
 
 
 @njit(cache=True, nogil=True)

@@ -36,18 +36,22 @@ geometric likelihood given the latent records (on a three-record case the two di
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from privpost._rng import as_generator
 from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference._gibbs_common import make_posterior, reject_unknown
-from privpost.inference.dirichlet_tools import censored_mean_logs, dirichlet_mle, mle_exists
+from privpost.inference._dpss_fits import (INIT_NOTE, _init_from, _laplace, dpboots_draws,  # noqa: F401
+                                           dpmcmc_posterior)
+from privpost.models.dirichlet_tools import censored_mean_logs, dirichlet_mle
 from privpost.models.dirichlet import Dirichlet, dirichlet_open
 
 __all__ = ["run_dpboots", "run_boots", "run_dpmcmc", "run_dpremcmc", "run_dpabc",
            "dpboots_draws", "dpmcmc_posterior", "dpremcmc_posterior", "weighted_model",
            "pseudo_release", "DPREMCMC_SUPPORTS",
-           "DirichletProposal", "METHOD_PRIORS", "CONDITIONS_NOTE"]
+           "DirichletProposal", "TemperedDirichletProposal", "METHOD_PRIORS", "CONDITIONS_NOTE"]
 
 #: what seed 002's methods condition on (module docstring), in every posterior's notes
 CONDITIONS_NOTE = ("conditions on: the censored mean-log release s_L at the published threshold "
@@ -69,7 +73,7 @@ def _check_model(model):
 
 def _setup(method, model, release, prior):
     """Parse the DPss set and pick the statistic the likelihood uses. Returns (dpss, rel, notes)."""
-    from privpost.compositional import parse_dpss
+    from privpost.releases.dpss import parse_dpss
 
     _check_model(model)
     dpss = parse_dpss(release)
@@ -98,48 +102,7 @@ def _ints(**kw):
             raise PrivpostError(f"{k} must be an integer >= 1, got {v!r}")
 
 
-def _laplace(rng, scale, size):
-    return rng.laplace(0.0, scale, size=size)
-
-
 # ----------------------------------------------------------------------------------- DPBoots
-def dpboots_draws(s_L, scale, a, n, B, rng, *, max_proposals: int = 10 ** 7):
-    """DPBoots (Algorithm 2 with the prose's censored step v); returns ``((B, D), n_dropped)``.
-
-    i-ii) ``e ~ Laplace(0, scale)^D`` truncated to ``{e : sum_j exp(s_L - e) < 1}`` (rejection);
-    iii) ``alpha* = MLE(s_L - e)``; iv) ``n`` records from Dir(alpha*); v) ``alpha~ =
-    MLE(S_0(D~, a))`` censored at the released ``a``; **no fresh noise** (extract pitfall 7).
-    Replicates whose step-v MLE does not exist are redrawn (counted in ``n_dropped``).
-    """
-    s_L = np.asarray(s_L, dtype=np.float64)
-    D = s_L.size
-    out, dropped, proposed = [], 0, 0
-    need = B
-    while need > 0:
-        m = max(64, 2 * need)
-        acc = []
-        while sum(len(x) for x in acc) < need:
-            e = _laplace(rng, scale, (m, D))
-            proposed += m
-            keep = mle_exists(s_L - e)
-            acc.append(e[keep])
-            if proposed > max_proposals:
-                raise IncompatibleError(
-                    "DPBoots: fewer than 1 in 10^7 Laplace draws put the de-noised statistic in "
-                    "the range of the Dirichlet mean-log (sum_j exp(s_j) < 1): the release's "
-                    "noise scale is too large for a bootstrap; use dpmcmc")
-        e = np.concatenate(acc)[:need]
-        a_star = dirichlet_mle(s_L - e)
-        a_star = a_star[np.all(np.isfinite(a_star), axis=1)]
-        S = censored_mean_logs(a_star, n, a, rng)
-        a_t = dirichlet_mle(S)
-        ok = np.all(np.isfinite(a_t), axis=1)
-        dropped += int((~ok).sum()) + (need - a_star.shape[0])
-        out.append(a_t[ok])
-        need = B - sum(len(x) for x in out)
-    return np.concatenate(out)[:B], dropped
-
-
 def _shape(draws, chains):
     d = draws.shape[-1]
     return {"alpha": draws.reshape(chains, -1, d)}
@@ -200,63 +163,12 @@ def run_boots(model, release=None, *, records=None, draws: int = 1000, chains: i
 
 
 # ----------------------------------------------------------------------------------- DPMCMC
-#: the note of a run started by :func:`_init_from`
-INIT_NOTE = ("start: chain c at the Dirichlet MLE of the release's statistic re-noised with "
-             "fresh mechanism noise (dispersed starts; the observed statistic's MLE where the "
-             "re-noised one has none)")
-
-
-def _init_from(rel, opts: dict):
-    """One start per chain: ``alpha_c = MLE(s_L + fresh Laplace noise)``, so the starts spread
-    about as much as the statistic is uncertain and split R-hat can see chains that settle in
-    different places (one shared start hid that; issue 10). ``None`` when even the observed
-    statistic has no MLE (damcmc's own start then applies). ``opts``: damcmc's options (reads
-    ``chains``, ``seed``; the start's generator is drawn from ``seed``'s)."""
-    import inspect
-
-    from privpost.inference import damcmc
-
-    chains = opts.get("chains", inspect.signature(damcmc.run).parameters["chains"].default)
-    observed = np.asarray(rel.observed, dtype=np.float64)
-    a_obs = dirichlet_mle(observed)
-    if not np.all(np.isfinite(a_obs)):
-        return None
-    seed = opts.get("seed")
-    rng = as_generator(seed)
-    if seed is None or isinstance(seed, (int, np.integer)):
-        opts["seed"] = rng                      # one stream: the starts, then the chains
-    start_rng = np.random.default_rng(rng.integers(2 ** 63))
-    inits = []
-    for _ in range(int(chains)):
-        try:
-            s = np.asarray(rel.mechanism.sample(observed, seed=start_rng), dtype=np.float64)
-            a = dirichlet_mle(s.reshape(observed.shape))
-        except Exception:  # noqa: BLE001 - a start is a heuristic: fall back to the observed MLE
-            a = a_obs
-        inits.append({"alpha": a if np.all(np.isfinite(a)) else a_obs})
-    return inits
-
-
 def _exact_for(notes, target: str) -> list[str]:
     """damcmc's notes with its "exact: ..." note restated for what it is exact for, ``target``
     (a DPss method whose damcmc run targets an approximation of the DPss posterior)."""
     return [f"sampler: DA-MCMC (Ju et al. 2022) is exact for {target}; its only error there is "
             "Monte Carlo error (check r_hat and ess_bulk)" if n.startswith("exact: ") else n
             for n in notes]
-
-
-def dpmcmc_posterior(model, rel, **opts):
-    """``damcmc`` on one CensoredLogMean release, each chain started at the MLE of a re-noised
-    s_L (:func:`_init_from`) when the observed s_L has an MLE."""
-    from privpost.inference import damcmc
-
-    dispersed = opts.get("init") is None
-    if dispersed:
-        opts["init"] = _init_from(rel, opts)
-    post = damcmc.run(model, rel, **opts)
-    if dispersed and opts["init"] is not None:
-        post.notes.append(INIT_NOTE)
-    return post
 
 
 def run_dpmcmc(model, release, *, prior: str = "p1", seed=None, prior_draws: int = 2000,
@@ -337,11 +249,105 @@ class _WeightedDirichlet(Dirichlet):
     def compiled_model(self):
         return None
 
+    # ---- exact moves for the weighted law (issue 22 item 3) ----------------------------------
+    # Dir(x | alpha)^w = c_w(alpha) Dir(x | beta), beta = w (alpha - 1) + 1 (when every beta_j > 0),
+    # log c_w(alpha) = log B(beta) - w log B(alpha) (B the multivariate beta function). So model
+    # (5)'s pseudo-records given alpha are Dir(beta) restricted to min_j x_j >= floor, and alpha
+    # carries the factor c_w(alpha)^b, which the record-level view hides (it is what pulls
+    # alpha_0 up, EXPERIMENTS.md §8.3). The non-centred move below is Dirichlet's partially
+    # non-centred move for Dir(beta), with c_w(alpha)^b and the floor in the innovations' law.
+
+    def tempered_shape(self, alpha) -> np.ndarray:
+        """``beta = w (alpha - 1) + 1`` ``(D,)``: the shape of ``Dir(x | alpha)^w`` normalised."""
+        return self.weight * (np.asarray(alpha, dtype=np.float64) - 1.0) + 1.0
+
+    def log_tempered_constant(self, alpha) -> float:
+        """``log c_w(alpha) = log B(beta) - w log B(alpha)`` (``-inf`` unless every
+        ``beta_j > 0``): ``int Dir(x | alpha)^w dx`` over the simplex."""
+        from scipy.special import gammaln
+
+        a = np.asarray(alpha, dtype=np.float64)
+        b = self.tempered_shape(a)
+        if not (np.all(b > 0) and np.all(a > 0) and np.all(np.isfinite(b))):
+            return -math.inf
+        return float(gammaln(b).sum() - gammaln(b.sum())
+                     - self.weight * (gammaln(a).sum() - gammaln(a.sum())))
+
+    def innovations(self, params, records, rng=None):
+        """``(b, D + 1)``: Dirichlet's standardised log-gammas of the records under ``Dir(beta)``
+        and a last column 0; where some ``beta_j <= 0`` (``alpha_j <= 1 - 1/w``) the logs of the
+        records and a last column 1 (then the move cannot start: its law is ``-inf`` for every
+        proposal, so it stays -- a kernel that never leaves the region where it is defined is
+        still reversible)."""
+        x = np.asarray(records, dtype=np.float64)
+        beta = self.tempered_shape(params["alpha"])
+        if np.all(beta > 0):
+            u = super().innovations({"alpha": beta}, x, rng)
+            return np.concatenate([u, np.zeros((x.shape[0], 1))], axis=1)
+        with np.errstate(divide="ignore"):
+            return np.concatenate([np.log(x), np.ones((x.shape[0], 1))], axis=1)
+
+    def from_innovations(self, params, u):
+        u = np.asarray(u, dtype=np.float64)
+        if u.shape[0] and np.any(u[:, -1] != 0):
+            x = np.exp(u[:, :-1])
+            return x / x.sum(axis=1, keepdims=True)
+        return super().from_innovations({"alpha": self.tempered_shape(params["alpha"])},
+                                        u[:, :-1])
+
+    def innovations_log_density(self, params, u):
+        """``log p(u | alpha)`` of the pseudo-records' innovations under model (5), up to a
+        constant free of alpha: Dirichlet's for ``Dir(beta)`` + ``b log c_w(alpha)`` (+ ``-inf``
+        when a record falls below the floor); ``-inf`` where some ``beta_j <= 0``."""
+        u = np.asarray(u, dtype=np.float64)
+        if u.shape[0] and np.any(u[:, -1] != 0):
+            return -math.inf
+        lc = self.log_tempered_constant(params["alpha"])
+        if lc == -math.inf:
+            return -math.inf
+        val = super().innovations_log_density({"alpha": self.tempered_shape(params["alpha"])},
+                                              u[:, :-1])
+        if val == -math.inf:
+            return val
+        if self.floor > 0 and np.any(self.from_innovations(params, u).min(axis=1) < self.floor):
+            return -math.inf
+        return val + u.shape[0] * lc
+
+    def interweave_auto_steps(self, n, noise_var, params):
+        return 2, "model (5): 2 non-centred moves per iteration (b records: cheap)"
+
 
 def weighted_model(model: Dirichlet, weight: float, floor: float = 0.0) -> Dirichlet:
     """The model (5) record law ``Dir(x | alpha)^weight`` (restricted to ``min_j x_j >= floor``
     when ``floor > 0``) with the same prior as ``model``."""
     return _WeightedDirichlet(model, weight, floor)
+
+
+class TemperedDirichletProposal:
+    """Independent proposal for model (5)'s pseudo-records: ``x* ~ Dir(beta)``,
+    ``beta = w (alpha - 1) + 1`` -- the normalised ``Dir(x | alpha)^w`` -- where every
+    ``beta_j > 0``, else ``Dir(alpha)`` (the choice depends on alpha only, fixed during a sweep).
+
+    With ``Dir(beta)``, damcmc's acceptance log-ratio ``w[log Dir(x*|alpha) - log Dir(x|alpha)]
+    + log q(x) - log q(x*) + Laplace terms`` reduces to the Laplace terms (and the floor): the
+    proposal is the pseudo-record's exact conditional before the Laplace term, as the model
+    proposal is in Ju et al.'s sampler. ``Dir(alpha)`` (the seed's proposal) is accepted at a
+    rate that falls like ``w^{-(D-1)/2}`` (the tempered law is ``sqrt(w)`` times narrower).
+    """
+
+    def __init__(self, w: float):
+        self.w = float(w)
+
+    def _shape(self, params):
+        a = np.asarray(params["alpha"], dtype=np.float64)
+        b = self.w * (a - 1.0) + 1.0
+        return b if np.all(b > 0) else a
+
+    def propose(self, records, params, rng):
+        return dirichlet_open(rng, self._shape(params), records.shape[0])
+
+    def log_ratio(self, records, proposed, params):
+        return (np.log(records) - np.log(proposed)) @ (self._shape(params) - 1.0)
 
 
 class DirichletProposal:
@@ -367,7 +373,7 @@ def pseudo_release(rel, b: int):
     records (query ``n = b``). Only a likelihood device: its stated privacy is not a release's."""
     from privpost.mechanisms import Laplace
     from privpost.queries import CensoredLogMean
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     q = CensoredLogMean(rel.query.parts, rel.query.threshold, b, columns=rel.query.columns)
     mech = Laplace(scale=float(rel.mechanism.scale)).calibrate(q.sensitivity("l1"))
@@ -393,15 +399,18 @@ def dpremcmc_posterior(model, rel, b: int, *, support: str = "uncensored",
     if dispersed:
         opts["init"] = _init_from(rel, opts)
     opts.setdefault("fast_path", False)
-    proposal = DirichletProposal() if weight_term else _UnweightedProposal(w)
+    # exact moves of model (5) (issue 22): the tempered record proposal, and 2 non-centred
+    # alpha moves per iteration (b records: each costs O(b D)); none without the (w - 1) term
+    # (no joint target to move on)
+    opts.setdefault("interweave", 2 if weight_term else 0)
+    proposal = opts.pop("proposal", None) or (TemperedDirichletProposal(w) if weight_term
+                                              else _UnweightedProposal(w))
     post = damcmc.run(weighted_model(model, w, floor), pseudo_release(rel, b),
                       proposal=proposal, **opts)
     if dispersed and opts["init"] is not None:
         post.notes.append(INIT_NOTE)
     return post, w, floor
 
-
-run_dpmcmc.forwards_options_to = "privpost.inference.damcmc:run"   # checked by infer()
 
 
 def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
@@ -436,13 +445,18 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
       ``a^{c+1}/(c+1)``, ``c = w(alpha_j - 1)``, diverges logarithmically at the boundary)
       and excludes alpha2's truth.
 
-    What the restriction does not fix (a property of model (5) itself, measured in
-    EXPERIMENTS.md §8.2): b = 5 pseudo-records can all sit at one point, which the weighted
-    likelihood rewards with a factor growing polynomially in ``alpha_0`` (degree of order
-    ``n (D - 1)/2``); the Laplace
-    term resists this only when ``lambda`` is small, so at small eps the alpha-marginal is
-    pulled to large ``alpha_0`` (held only by the prior). With ``alpha_j < 1`` the restricted
-    pseudo-records also pile up at ``x_j = a``.
+    What the restriction does not fix (a property of model (5) itself, EXPERIMENTS.md §8.3):
+    ``Dir(x | alpha)^w = c_w(alpha) Dir(x | beta)``, ``beta = w (alpha - 1) + 1``, so the
+    alpha-marginal carries ``c_w(alpha)^b ~ alpha_0^((n - b)(D - 1)/2)``; the Laplace term
+    resists only when ``lambda`` is below ~1e-4, so at any usual eps alpha_0 is held only by the
+    prior's tail (about ``5 (n - b)(D - 1)`` under p1; checked by quadrature and by the
+    sampler). A run that lands there warns. With ``alpha_j < 1`` the restricted pseudo-records
+    also pile up at ``x_j = a``.
+
+    **Moves** (exact for model (5)): records proposed from ``Dir(beta)``
+    (:class:`TemperedDirichletProposal`; ``Dir(alpha)`` where some ``beta_j <= 0``), accepted
+    on the Laplace ratio; the weighted slice update of alpha; and 2 non-centred alpha moves per
+    iteration (``interweave``) whose innovations' law carries ``c_w(alpha)^b``.
 
     ``support="seed"``: model (5) as printed (improper; warns whenever draws enter the
     improper region). ``weight_term=False`` omits the (w - 1) term (pseudo-records drawn from
@@ -479,10 +493,11 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
         f"dpremcmc: approximation (model (5)): the {rel.n} latent records are replaced by "
         f"b = {b} pseudo-records, each with likelihood weight w = n/b = {w:g}; the record MH "
         f"step {term}; {where}",
-        "dpremcmc: model (5) lets the b pseudo-records coincide, which the weighted likelihood "
-        "rewards with large alpha_0; at small eps this inflates alpha (EXPERIMENTS.md §8.2)"
+        "dpremcmc: model (5)'s alpha-marginal carries c_w(alpha)^b = (int Dir(x|alpha)^w dx)^b, "
+        "which grows like alpha_0^((n - b)(D - 1)/2): unless the Laplace scale is tiny, alpha_0 "
+        "is held only by the prior's tail (about 5 (n - b)(D - 1) under p1; EXPERIMENTS.md §8.3)"
         ] + _exact_for(post.notes, "model (5), not for the DPss posterior it approximates")
-    msg = None
+    msg = _collapse_warning(post, rel, w) if weight_term else None
     if not weight_term:
         msg = ("dpremcmc: weight_term=False has no joint target (incompatible conditionals); "
                "its draws are not a posterior of anything")
@@ -499,7 +514,27 @@ def run_dpremcmc(model, release, *, prior: str = "p1", b: int = 5, seed=None,
     return post
 
 
-run_dpremcmc.forwards_options_to = "privpost.inference.damcmc:run"   # checked by infer()
+#: posterior median alpha_0 over the MLE of the released statistic above which dpremcmc warns
+COLLAPSE_RATIO = 10.0
+
+
+def _collapse_warning(post, rel, w: float):
+    """The warning of a model (5) run whose alpha_0 went where c_w(alpha)^b puts it: posterior
+    median alpha_0 above ``COLLAPSE_RATIO`` times the alpha_0 of ``MLE(s_L)`` (``None`` when
+    it did not, when ``w = 1``, or when ``s_L`` has no MLE)."""
+    if w <= 1:
+        return None
+    a_obs = dirichlet_mle(np.asarray(rel.observed, dtype=np.float64))
+    if not np.all(np.isfinite(a_obs)):
+        return None
+    med = float(np.median(np.asarray(post.draws["alpha"]).sum(axis=-1)))
+    ref = float(a_obs.sum())
+    if med <= COLLAPSE_RATIO * ref:
+        return None
+    return (f"dpremcmc: posterior median alpha_0 = {med:.4g} is {med / ref:.3g}x the alpha_0 of "
+            f"MLE(s_L) ({ref:.4g}): model (5)'s weighted pseudo-records reward alpha_0 by "
+            f"c_w(alpha)^b ~ alpha_0^((n - b)(D - 1)/2), so its alpha_0 is the prior's tail, not "
+            f"the data's (EXPERIMENTS.md §8.3); use dpmcmc (exact) or dpapprox")
 
 
 class _UnweightedProposal(DirichletProposal):

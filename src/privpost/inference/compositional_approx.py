@@ -55,7 +55,7 @@ from scipy.special import digamma, zeta
 
 from privpost._rng import spawn
 from privpost.inference._gibbs_common import check_sampler_options, make_posterior, reject_unknown
-from privpost.inference.dirichlet_tools import dirichlet_mle
+from privpost.models.dirichlet_tools import dirichlet_mle
 
 
 def _trigamma(x):

@@ -148,7 +148,7 @@ def build_prior(model, dpss, name: str, rng, *, prior_draws: int = 2000,
         raise IncompatibleError(
             f"prior {name} is built from the D1 part of a split DPss release, but this release "
             "has no split; make one with `privpost dpss ... --split 0.25` (or split=0.25)")
-    from privpost.inference.compositional import dpboots_draws, dpmcmc_posterior
+    from privpost.inference._dpss_fits import dpboots_draws, dpmcmc_posterior
 
     s1 = dpss.stat1
     if name == "p5":

@@ -112,7 +112,7 @@ def run(model, release, *, draws: int = 1000, warmup: int = 1000, chains: int = 
 
     See the module docstring for the supported combinations and options.
     """
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     draws, warmup, chains = check_sampler_options(draws, warmup, chains)
     if release is None:

@@ -18,7 +18,13 @@
   residual-shift MH moves: 10 per state and feature that move the state's emissions together
   with the counts of its cells (:func:`~privpost.inference._hmm_core.shift_moves`; without
   them theta moves only by the width of ``theta | counts``, far less than its posterior width
-  when the noise is large against ``sqrt(N)``), and one per cell that moves the cell's state
+  when the noise is large against ``sqrt(N)``), alternately a random walk with a full
+  covariance and a multivariate-t independence proposal, both learnt in the warm-up and fixed
+  while draws are kept (:mod:`privpost.inference._hmm_shift`); one thinning move per state,
+  feature and level (:func:`~privpost.inference._hmm_core.thin_moves`: ``theta_i`` scaled with
+  the block's anchor level absorbing the difference, every cell's counts of the two levels moved
+  by binomial thinning; the residual shift cannot move a rare level down when a cell holds
+  none of it, thinning can); and one per cell that moves the cell's state
   together with its counts (:func:`~privpost.inference._hmm_core.state_shift_moves`; given
   the counts a cell's state is sticky when the noise is large), then makes the same ``z`` and
   ``theta`` Gibbs moves as ``naive`` on the imputed counts. Target::
@@ -94,9 +100,12 @@ marginal, tested against the same enumeration; ``"marginal"``: the single-site m
 collapsed Gibbs sampler that lets a cell move to an empty state, which the other two cannot at
 large cell sizes (chains that merged two true states stay so); not for ``ops``). ``damcmc``: ``latent`` (``"auto"``, default,
 = ``"counts"``: the count table; ``"records"``: every report), ``count_sweeps`` (count latent,
-default 1), ``count_shift`` (count latent: the residual-shift move, default True),
-``record_sweeps`` (record latent, default 1); ``chain_stats["accept_rate"]`` is the
-MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``. ``ops``: ``records`` (required), ``epsilon`` (default: the
+default 1), ``count_shift`` (count latent: the non-centred moves -- residual shift,
+thinning, state shift -- default True), ``record_sweeps`` (record latent, default 1);
+``chain_stats["accept_rate"]`` is the MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``;
+``shift_accept_rate``, ``shift_indep_accept_rate``, ``thin_accept_rate`` and
+``state_shift_accept_rate`` those of the non-centred moves. ``ops``: ``records`` (required),
+``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
 The states' latent paths are returned as the sample statistic ``z (chains, draws, R, T)``.
@@ -126,6 +135,7 @@ from privpost._rng import as_generator
 from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference._gibbs_common import (Progress, check_sampler_options, make_posterior,
                                               reject_unknown)
+from privpost.inference._hmm_shift import ShiftProposal
 
 __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncated_dirichlet_step",
            "truncated_dirichlet_blocks",
@@ -301,15 +311,13 @@ class GibbsChain:
         self.theta = np.empty((K, W))
         self.L = np.empty((R * T, K))
         self.n_acc = self.n_prop = 0
-        self.logstep = np.full((model.n_states, len(model.n_levels)), -3.0)
-        # per-coordinate scales of the residual-shift proposal (additive log-ratio coordinates
-        # of each emission block): the coordinates' sd over the warm-up (Welford), normalised
-        # to geometric mean 1 per block; fixed while draws are kept
-        self.vscale = np.ones((model.n_states, model.width))
-        self._vn = 0
-        self._vmean = np.zeros((model.n_states, model.width))
-        self._vm2 = np.zeros((model.n_states, model.width))
-        self.shift_stats = np.zeros(4)    # residual-shift moves of theta, then of z: proposed, accepted
+        # the residual-shift move's proposal (full-covariance random walk and independence
+        # proposal per state and feature) and the thinning moves' anchors and steps, learnt in
+        # the warm-up, fixed while draws are kept
+        self.shift = ShiftProposal(model.n_states, model.levels_arr)
+        # proposed, accepted: residual-shift moves of theta, then of z, then the independence
+        # proposals among the theta moves, then the thinning moves
+        self.shift_stats = np.zeros(8)
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -354,12 +362,19 @@ class GibbsChain:
                 self.n_acc += moved
                 self.n_prop += moves
                 if latent["shift"]:
+                    sp = self.shift
+                    if keep:
+                        sp.freeze()
                     core.shift_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
                                      latent["sizes"], latent["inv_scale"], latent["l2"],
-                                     self.use, m.beta, self.logstep, not keep, self.shift_stats,
-                                     rng, _SHIFT_REPS, self.vscale)
+                                     self.use, m.beta, sp.logstep, not keep, self.shift_stats,
+                                     rng, _SHIFT_REPS, sp.chol, sp.mean, sp.indep)
+                    core.thin_moves(z, theta, counts, latent["obs"], m.offsets, m.levels_arr,
+                                    latent["sizes"], latent["inv_scale"], latent["l2"], self.use,
+                                    m.beta, sp.thin_logstep, sp.anchor, not keep,
+                                    self.shift_stats, rng)
                     if not keep:
-                        self._learn_scales()
+                        sp.learn(theta, m.offsets)
                     core.state_shift_moves(z, self.ntr, self.nout, theta, counts,
                                            latent["obs"], m.offsets, m.levels_arr,
                                            latent["sizes"], latent["inv_scale"], latent["l2"],
@@ -397,28 +412,6 @@ class GibbsChain:
             self.blocks.append(blk)
             self.n_stored += n
 
-    def _learn_scales(self) -> None:
-        """Warm-up only: update the running sd of every log-ratio coordinate and the scales."""
-        m = self.model
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lt = np.log(self.theta)
-            v = np.empty_like(lt)
-            for o, J in zip(m.offsets, m.n_levels):
-                v[:, o:o + J] = lt[:, o:o + J] - lt[:, o + J - 1:o + J]
-        if not np.all(np.isfinite(v)):
-            return
-        self._vn += 1
-        delta = v - self._vmean
-        self._vmean += delta / self._vn
-        self._vm2 += delta * (v - self._vmean)
-        if self._vn < 20:
-            return
-        sd = np.sqrt(self._vm2 / (self._vn - 1))
-        for o, J in zip(m.offsets, m.n_levels):
-            blk = np.maximum(sd[:, o:o + J - 1], 1e-12)
-            gm = np.exp(np.mean(np.log(blk), axis=1, keepdims=True))
-            self.vscale[:, o:o + J - 1] = blk / gm
-
     def _keep(self, blk, s, keep) -> None:
         """Store draw ``s`` of the block (``A`` drawn given the paths) when ``keep``."""
         if not keep:
@@ -453,6 +446,9 @@ class GibbsChain:
                 out["shift_accept_rate"] = self.shift_stats[1] / max(self.shift_stats[0], 1.0)
                 out["state_shift_accept_rate"] = (self.shift_stats[3]
                                                   / max(self.shift_stats[2], 1.0))
+                out["shift_indep_accept_rate"] = (self.shift_stats[5]
+                                                  / max(self.shift_stats[4], 1.0))
+                out["thin_accept_rate"] = self.shift_stats[7] / max(self.shift_stats[6], 1.0)
         out["n_stored"] = self.n_stored
         return out
 
@@ -555,7 +551,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
-    :class:`~privpost.cell_counts.CellCounts` release (module docstring).
+    :class:`~privpost.queries.cell_counts.CellCounts` release (module docstring).
 
     ``draws=None`` (default; not ``ops``): run until converged
     (:mod:`privpost.inference._hmm_until`): ``chains`` (default 4) chains, ``warmup`` (default
@@ -663,9 +659,10 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                      f"{model.n_features} features, {q.n_total} reports), by exact pair moves "
                      f"({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} of random level "
                      "pairs per group and iteration), "
-                     + ("non-centred residual-shift MH moves (each state's emissions with "
-                        "the counts of its cells; each cell's state with its counts), "
-                        if count_shift else "")
+                     + ("non-centred MH moves (residual shifts of each state's emissions "
+                        "with the counts of its cells, thinning moves of each level with them, "
+                        "each cell's state with its counts; proposals learnt in the warm-up "
+                        "only), " if count_shift else "")
                      + "then the z and theta Gibbs moves on them; exact for p(z, theta | "
                      "release), cost independent of the cell sizes")
     elif method == "damcmc":
@@ -778,7 +775,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         stats["counts"] = np.stack([r["counts"] for r in results])
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
-        for key in ("shift_accept_rate", "state_shift_accept_rate"):
+        for key in ("shift_accept_rate", "state_shift_accept_rate", "shift_indep_accept_rate",
+                    "thin_accept_rate"):
             if key in results[0]:
                 chain_stats[key] = np.array([r[key] for r in results])
     if method == "ops":

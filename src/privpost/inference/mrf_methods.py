@@ -1,5 +1,5 @@
 """Methods for a :class:`~privpost.models.mrf.CliqueMRF` on a noisy
-:class:`~privpost.marginal_tables.MarginalTables` release (seed 003 ch. 3, extract §1.3-1.4).
+:class:`~privpost.queries.marginal_tables.MarginalTables` release (seed 003 ch. 3, extract §1.3-1.4).
 
 * ``naive`` on an MRF (:func:`run_naive`, reached through ``method="naive"``): the noise-naive
   MLE of extract §1.3 -- pseudo-marginals ``y/N``, per-clique Euclidean projection onto the
@@ -47,7 +47,7 @@ from privpost.errors import IncompatibleError, PrivpostError
 from privpost.inference import reject_release_set
 from privpost.inference._gibbs_common import (check_sampler_options, make_posterior,
                                               noise_model, reject_unknown)
-from privpost.marginal_tables import project_simplex
+from privpost.queries.marginal_tables import project_simplex
 
 __all__ = ["run_naive", "run_cgm_em", "run_laplace", "fit_mle", "naive_estimate", "cgm_em",
            "nlbp", "is_mrf"]

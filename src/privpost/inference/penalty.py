@@ -470,7 +470,7 @@ class PenaltyRelease:
         for name, a in arrs.items():
             a.setflags(write=False)
             object.__setattr__(self, name, a)
-        from privpost.release import _json_metadata
+        from privpost.releases.release import _json_metadata
 
         object.__setattr__(self, "metadata", _json_metadata(self.metadata))   # plain JSON
         try:
@@ -556,14 +556,14 @@ class PenaltyRelease:
                 raise ReleaseError(key, f"{doc[key]!r} disagrees with its recomputation "
                                    f"{value!r} from the transcript ({_DERIVED[key]})")
         if "privacy" in doc:
-            from privpost.release import _check_privacy
+            from privpost.releases.release import _check_privacy
             _check_privacy(doc["privacy"], rel.privacy)
         return rel
 
     @classmethod
     def from_json(cls, text: str) -> "PenaltyRelease":
         """Parse with the release documents' safe reader (nesting depth, huge integers)."""
-        from privpost.release import _parse_json
+        from privpost.releases.release import _parse_json
 
         return cls.from_dict(_parse_json(text))
 
@@ -571,7 +571,7 @@ class PenaltyRelease:
     def load(cls, path) -> "PenaltyRelease":
         """Read with the release documents' safe reader: size limit (``max_document_bytes``),
         UTF-8 check, nesting depth -- every failure a :class:`ReleaseError`."""
-        from privpost.release import _read_text
+        from privpost.releases.release import _read_text
 
         return cls.from_json(_read_text(path))
 

@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from privpost.models import _numeric as nm
+from privpost.models._alr import _alr_from_free, _alr_to_free, _dirichlet_alr_log_target
 
 try:  # the protocol's container lives with the DA-MCMC engine
     from privpost.inference._damcmc_fast import CompiledInterweave, CompiledModel
@@ -71,45 +72,6 @@ def _two_from_free(theta, v, out):
         out[a] = theta[a]
     out[0] = v[0]
     out[1] = v[1]
-
-
-# ---- a probability vector theta[:k] moved in additive log-ratio coordinates -----------------
-@njit(cache=True, nogil=True)
-def _alr_to_free(theta, v, k):
-    """``v[j] = log(theta_j / theta_{k-1})``, ``j < k - 1``."""
-    last = math.log(theta[k - 1]) if theta[k - 1] > 0 else -np.inf
-    for j in range(k - 1):
-        lj = math.log(theta[j]) if theta[j] > 0 else -np.inf
-        v[j] = lj - last
-
-
-@njit(cache=True, nogil=True)
-def _alr_from_free(v, out, k):
-    """``out[:k]`` = the probability vector with log-ratios ``v`` (max-shifted softmax)."""
-    mx = 0.0
-    for j in range(k - 1):
-        if v[j] > mx:
-            mx = v[j]
-    s = 0.0
-    for j in range(k - 1):
-        out[j] = math.exp(v[j] - mx)
-        s += out[j]
-    out[k - 1] = math.exp(-mx)
-    s += out[k - 1]
-    for j in range(k):
-        out[j] /= s
-
-
-@njit(cache=True, nogil=True)
-def _dirichlet_alr_log_target(theta, alpha, k):
-    """Dirichlet(alpha) log density of ``theta[:k]`` plus the log-Jacobian ``sum_j log theta_j``
-    of the log-ratio coordinates: ``sum_j alpha_j log theta_j`` (``-inf`` off the simplex)."""
-    out = 0.0
-    for j in range(k):
-        if not theta[j] > 0:
-            return -np.inf
-        out += alpha[j] * math.log(theta[j])
-    return out
 
 
 def _colsum(records):

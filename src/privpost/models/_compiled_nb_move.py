@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from privpost.models._compiled import _alr_from_free, _alr_to_free, _dirichlet_alr_log_target
+from privpost.models._alr import _alr_from_free, _alr_to_free, _dirichlet_alr_log_target
 
 __all__ = ["naive_bayes_move"]
 

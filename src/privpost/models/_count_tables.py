@@ -31,7 +31,7 @@ def table_releases(release):
     :class:`privpost.Release` with an additive l1/l2 mechanism; the set's releases for a
     :class:`privpost.ReleaseSet` (or the joint view damcmc builds of one) whose releases are all
     on the whole data set (no ``subsets`` parts) with such mechanisms; otherwise ``None``."""
-    from privpost.release import Release, ReleaseSet
+    from privpost.releases.release import Release, ReleaseSet
 
     rset = getattr(release, "set", None)      # privpost.inference.joint.JointRelease
     if isinstance(rset, ReleaseSet):
@@ -206,13 +206,16 @@ def categorical_table(model, release):
 MAX_JOINT_CELLS = 65_536
 
 #: ``latent="auto"`` uses a joint table only when ``n >= AUTO_RECORDS_PER_CELL * J``: an
-#: iteration costs ``O(J)`` exact pair moves (``2 J``) against ``O(n)`` record updates, so a
-#: joint table much larger than the data set is the slower latent. Measured on seed 000's
-#: naive-Bayes table (J = 1,215, eps = 1, 2 chains x 800 iterations, load ~10): worst-parameter
-#: ESS/s records 15.3 vs counts 2.2 at n = 10^3, 3.4 vs 3.3 at n = 10^4 (crossover n ~ 8 J); at
-#: Table 1's n = 100 an iteration costs 5.7 ms on the table against 0.03 ms on the records.
+#: iteration costs ``O(J)`` exact pair moves against ``O(n)`` record updates, so a joint table
+#: much larger than the data set is the slower latent. Measured on seed 000's naive-Bayes table
+#: (J = 1,215, eps = 1, the default run of 4 chains until converged, worst-parameter ESS per CPU
+#: second, records with ``cores=1``; load 20-25; benchmarks/README.md,
+#: "Count-level damcmc: engine changes"): records 53.9 vs table 32.0 at n = 10^3 (0.8 J),
+#: 32.8 vs 26.5 at n = 3 * 10^3 (2.5 J); the table wins from ~4 J (with the engine of
+#: 25 Nov -- uniform pairs only, J per iteration, least-squares start -- the crossover was 8 J:
+#: 15.3 vs 2.2 at 10^3). At Table 1's n = 100 (0.08 J) the records are the cheaper latent.
 #: ``latent="counts"`` uses the table at any n.
-AUTO_RECORDS_PER_CELL = 8
+AUTO_RECORDS_PER_CELL = 4
 
 
 def joint_size(levels) -> int:

@@ -1,7 +1,7 @@
 """Compiled (Numba) ``update`` / ``simulate`` of :class:`~privpost.models.mrf.CliqueMRF` for the
 DA-MCMC fast path (the protocol of :mod:`privpost.inference._damcmc_fast`:
 ``model.compiled_model()`` returns a ``CompiledModel``; the records' contributions come from
-:meth:`privpost.marginal_tables.MarginalTables.compiled_t`).
+:meth:`privpost.queries.marginal_tables.MarginalTables.compiled_t`).
 
 Scope: models whose joint state space ``J = prod(levels)`` is small enough for the model's own
 enumeration path (``J <= CliqueMRF.ENUMERATE_MAX``). There exact inference is two dense

@@ -18,42 +18,12 @@ from scipy.special import (digamma, gammainc, gammaincc, gammaincinv, gammaincci
 from privpost.errors import DataError, PrivpostError
 from privpost.models.base import (Model, as_rng, float_array, positive_float, positive_int,
                                   query_attr, register_model, spd_matrix)
+from privpost.models.dirichlet_tools import _TINY, dirichlet_mle, dirichlet_open
 
 __all__ = ["Dirichlet"]
 
 _U_MAX = 700.0  # |log alpha| beyond this overflows exp(); the target is treated as 0 there
 _Z_CLIP = 38.0
-_TINY = np.finfo(np.float64).tiny
-
-
-def dirichlet_open(rng: np.random.Generator, alpha: np.ndarray, n: int) -> np.ndarray:
-    """``n`` Dirichlet(alpha) rows, strictly positive (no exact zeros even for tiny alpha).
-
-    Gamma variates are drawn column by column (numpy's scalar-shape gamma is much faster than
-    its array-shape one); a component with ``alpha_j < 1`` is drawn in log space
-    (``log G_a = log G_{a+1} + log(U) / a``) so that it cannot underflow, and rows are then
-    normalised with a log-sum-exp. The result is floored at the smallest positive double.
-    """
-    alist = [float(a) for a in np.asarray(alpha, dtype=np.float64).ravel()]
-    d = len(alist)
-    n = int(n)
-    if min(alist) >= 1.0:
-        g = np.empty((n, d))
-        for j, a in enumerate(alist):
-            g[:, j] = rng.standard_gamma(a, size=n)
-        x = g / g.sum(axis=1, keepdims=True)
-    else:
-        lg = np.empty((n, d))
-        for j, a in enumerate(alist):
-            if a >= 1.0:
-                lg[:, j] = np.log(rng.standard_gamma(a, size=n))
-            else:  # log(U) with U = 1 - random in (0, 1]
-                lg[:, j] = np.log(rng.standard_gamma(a + 1.0, size=n)) + np.log1p(-rng.random(n)) / a
-        lg -= lg.max(axis=1, keepdims=True)
-        x = np.exp(lg)
-        x /= x.sum(axis=1, keepdims=True)
-    np.maximum(x, _TINY, out=x)
-    return x
 
 
 @register_model
@@ -422,8 +392,6 @@ class Dirichlet(Model):
         """A start for damcmc (:mod:`privpost.inference._start`): Minka's MLE of the released
         mean logs ``s`` (``(D,)``, CensoredLogMean; the censoring is ignored), or ``None`` when
         the query is another one or the MLE does not exist (``sum exp(s) >= 1``)."""
-        from privpost.inference.dirichlet_tools import dirichlet_mle
-
         if getattr(query, "name", None) != "censored_log_mean":
             return None
         a = dirichlet_mle(np.asarray(s, dtype=np.float64).reshape(self.parts))

@@ -10,7 +10,7 @@ Generative process (one chain per region ``r``, ``t = 0..T-1``; ``K`` states)::
     report i of cell (r, t), feature d:  x_{i,d} ~ Categorical(theta_d[z[r, t], :])
 
 The cell sizes ``N[r, t]`` are public and not modelled. Given ``z`` and ``theta`` the counts
-``n[r, t, d, :]`` of the :class:`~privpost.cell_counts.CellCounts` release are independent
+``n[r, t, d, :]`` of the :class:`~privpost.queries.cell_counts.CellCounts` release are independent
 ``Multinomial(N[r, t], theta_d[z[r, t], :])``.
 """
 
@@ -48,7 +48,7 @@ class HiddenMarkovNB(Model):
     ``z (R, T)`` are reported by the samplers as a sample statistic.
 
     Records: ``(n, 2 + D)`` int ``[region, time, x_1..x_D]``; fits
-    :class:`~privpost.cell_counts.CellCounts` with the same ``n_levels``. The records are not
+    :class:`~privpost.queries.cell_counts.CellCounts` with the same ``n_levels``. The records are not
     i.i.d. given the parameters (they depend on the cell's state), so :meth:`simulate` needs the
     state paths: use :meth:`simulate_cells`.
 
@@ -179,7 +179,7 @@ class HiddenMarkovNB(Model):
 
     def check_query(self, query) -> None:
         if getattr(query, "name", None) != "cell_counts":
-            raise self._incompatible(query, "cell_counts (privpost.cell_counts.CellCounts)")
+            raise self._incompatible(query, "cell_counts (privpost.queries.cell_counts.CellCounts)")
         if tuple(query.n_levels) != self.n_levels:
             raise self._incompatible(query, "cell_counts", f"the release's features have "
                                      f"levels {list(query.n_levels)} but the model has "
@@ -240,9 +240,9 @@ def simulate_warlogs(regime: str = "dense", *, n_states: int = 3, n_levels=(8, 2
     dict with ``records (n, 2+D) int64`` (sorted by cell), ``cell_sizes (R, T)``,
     ``z (R, T)``, ``params`` (the true ``pi, A, theta_d``), ``model`` (a
     :class:`HiddenMarkovNB` with ``n_states`` states) and ``query`` (the
-    :class:`~privpost.cell_counts.CellCounts` of the records).
+    :class:`~privpost.queries.cell_counts.CellCounts` of the records).
     """
-    from privpost.cell_counts import CellCounts
+    from privpost.queries.cell_counts import CellCounts
 
     if regime not in WARLOG_REGIMES:
         raise PrivpostError(f"regime must be one of {sorted(WARLOG_REGIMES)}, got {regime!r}")

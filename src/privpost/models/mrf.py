@@ -5,7 +5,7 @@ log-potential table ``theta_C`` per clique of a fixed list (chains, higher-order
 small loopy graphs: anything whose junction tree fits in memory; exact inference by
 :class:`~privpost.models._junction_tree.JunctionTree`, no loopy-BP approximation). The
 sufficient statistic of ``n`` records is the vector of clique contingency tables, exactly what
-:class:`~privpost.marginal_tables.MarginalTables` releases, so records enter :meth:`CliqueMRF.update`
+:class:`~privpost.queries.marginal_tables.MarginalTables` releases, so records enter :meth:`CliqueMRF.update`
 only through their counts.
 
 Prior: every entry of every table i.i.d. ``N(0, prior_sd^2)`` (a proper prior on the
@@ -101,7 +101,7 @@ class CliqueMRF(Model):
         Largest junction-tree table allowed (cells) -- bounds the tree width.
 
     Parameters of the model: ``theta0 .. theta{m-1}``, one per clique. Records: ``(n, T)`` int64
-    categories. Fits :class:`~privpost.marginal_tables.MarginalTables` with the same ``levels``
+    categories. Fits :class:`~privpost.queries.marginal_tables.MarginalTables` with the same ``levels``
     (any cliques: damcmc only needs the record layout). Spec:
     ``"mrf:levels=2;2;2,cliques=0;1|1;2,prior_sd=1"`` (JSON for cliques of unequal size).
     """

@@ -29,7 +29,7 @@ __all__ = ["complete_spec", "model_for_release"]
 
 
 def _first_query(release):
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     if isinstance(release, ReleaseSet):
         return release.releases[0].query

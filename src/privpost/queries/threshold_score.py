@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from privpost.errors import DataError, ReleaseError
-from privpost.queries import Query, _columns, _field, _finite_float, _pos_int, _table_records
+from privpost.queries.base import Query, _columns, _field, _finite_float, _pos_int, _table_records
 
 __all__ = ["ThresholdScore"]
 

@@ -1,5 +1,6 @@
-"""Dirichlet helpers for seed 002's methods: Minka's MLE, censored mean-logs of simulated data.
+"""Dirichlet numerics for seed 002's model and methods: sampling, Minka's MLE, censored mean-logs.
 
+* :func:`dirichlet_open` -- Dirichlet rows, strictly positive (the model's record simulator).
 * :func:`dirichlet_mle` -- Minka (2000) fixed point ``alpha_j <- Psi^{-1}(Psi(alpha_0) + s_j)``
   for mean-log vectors ``s``, vectorised over rows; exists iff ``sum_j exp(s_j) < 1``
   (extract §1); rows where it does not exist (or the iteration fails) come back as NaN.
@@ -14,7 +15,40 @@ import math
 import numpy as np
 from scipy.special import digamma, zeta
 
-from privpost.models.dirichlet import dirichlet_open
+__all__ = ["dirichlet_open", "dirichlet_mle", "mle_exists", "digamma_inv", "censored_mean_logs",
+           "expected_mean_log", "censoring_proportion", "censoring_bias"]
+
+_TINY = np.finfo(np.float64).tiny
+
+
+def dirichlet_open(rng: np.random.Generator, alpha: np.ndarray, n: int) -> np.ndarray:
+    """``n`` Dirichlet(alpha) rows, strictly positive (no exact zeros even for tiny alpha).
+
+    Gamma variates are drawn column by column (numpy's scalar-shape gamma is much faster than
+    its array-shape one); a component with ``alpha_j < 1`` is drawn in log space
+    (``log G_a = log G_{a+1} + log(U) / a``) so that it cannot underflow, and rows are then
+    normalised with a log-sum-exp. The result is floored at the smallest positive double.
+    """
+    alist = [float(a) for a in np.asarray(alpha, dtype=np.float64).ravel()]
+    d = len(alist)
+    n = int(n)
+    if min(alist) >= 1.0:
+        g = np.empty((n, d))
+        for j, a in enumerate(alist):
+            g[:, j] = rng.standard_gamma(a, size=n)
+        x = g / g.sum(axis=1, keepdims=True)
+    else:
+        lg = np.empty((n, d))
+        for j, a in enumerate(alist):
+            if a >= 1.0:
+                lg[:, j] = np.log(rng.standard_gamma(a, size=n))
+            else:  # log(U) with U = 1 - random in (0, 1]
+                lg[:, j] = np.log(rng.standard_gamma(a + 1.0, size=n)) + np.log1p(-rng.random(n)) / a
+        lg -= lg.max(axis=1, keepdims=True)
+        x = np.exp(lg)
+        x /= x.sum(axis=1, keepdims=True)
+    np.maximum(x, _TINY, out=x)
+    return x
 
 
 def _trigamma(x):
@@ -99,7 +133,7 @@ def censored_mean_logs(alpha, N: int, a: float | None, rng) -> np.ndarray:
     """Mean logs of ``N`` fresh Dirichlet(alpha_r) records per row, censored at ``a``.
 
     ``alpha``: (R, d) (or (d,)) -> (R, d) (or (d,)); ``a=None``: uncensored (records floored at
-    the smallest positive double, as :func:`privpost.models.dirichlet.dirichlet_open`).
+    the smallest positive double, as :func:`dirichlet_open`).
     """
     A = np.atleast_2d(np.asarray(alpha, dtype=np.float64))
     out = np.empty(A.shape)

@@ -24,7 +24,7 @@ def register(app, handles_errors, out) -> None:
         split: Optional[float] = typer.Option(None, help="Data split: fraction (0, 1) of records "
                                               "in D1 (for the p2-p5 priors), or a count >= 1."),
         rule: str = typer.Option("prose", help="Threshold rule: prose (default), prose-upper, "
-                                 "printed (see privpost.compositional.RULES)."),
+                                 "printed (see privpost.releases.dpss.RULES)."),
         thresholds: Optional[str] = typer.Option(None, help="Candidate thresholds, decreasing, "
                                                  "comma-separated (default 0.1,...,1e-6)."),
         seed: Optional[int] = typer.Option(None, help="Seed (testing only; real releases use "
@@ -35,8 +35,8 @@ def register(app, handles_errors, out) -> None:
                                      "split, threshold, privacy statement)."),
     ):
         """DPss release (seed 002, Algorithm 1): noisy score, threshold, censored mean-log."""
-        from privpost.cli import _check_overwrite
-        from privpost.compositional import DEFAULT_THRESHOLDS, dpss_release, parse_dpss
+        from privpost.cli._common import _check_overwrite
+        from privpost.releases.dpss import DEFAULT_THRESHOLDS, dpss_release, parse_dpss
         from privpost.io import read_records
 
         _check_overwrite(output, force)
@@ -60,7 +60,7 @@ def register(app, handles_errors, out) -> None:
         rset.save(output)
         d = parse_dpss(rset)
         if as_json:
-            from privpost.cli import _emit_json, _privacy_statement
+            from privpost.cli._common import _emit_json, _privacy_statement
 
             _emit_json({"output": str(output), "n": d.n,
                         "n1": d.n1 if d.split else None, "n2": d.n2 if d.split else None,

@@ -3,7 +3,7 @@
 Guo, Barrientos & Pena release, for compositional records ``x_i`` on the simplex (extract §2.3,
 §2.4):
 
-1. ``S_G = Score(D) + eG``: the :class:`~privpost.queries_score.ThresholdScore` histogram of the
+1. ``S_G = Score(D) + eG``: the :class:`~privpost.queries.threshold_score.ThresholdScore` histogram of the
    per-record minimum part over candidate thresholds ``a_1 > ... > a_M``, with two-sided
    geometric noise ``eG_m ~ TwoSidedGeometric(exp(-eps_2 / 2))`` -- privpost's
    :class:`~privpost.mechanisms.DiscreteLaplace` calibrated to the score's replace-one L1
@@ -157,8 +157,8 @@ def dpss_release(records, epsilon1: float, epsilon2: float, *, thresholds=DEFAUL
     """
     from privpost.mechanisms import DiscreteLaplace, Laplace
     from privpost.queries import CensoredLogMean
-    from privpost.queries_score import ThresholdScore
-    from privpost.release import ReleaseSet, release
+    from privpost.queries.threshold_score import ThresholdScore
+    from privpost.releases.release import ReleaseSet, release
 
     e1 = _check_eps(epsilon1, "epsilon1")
     e2 = _check_eps(epsilon2, "epsilon2")
@@ -262,11 +262,11 @@ def parse_dpss(release_set) -> DPss:
     the score's number of parts; their thresholds differ; the threshold is not the one the stated
     rule selects from the released score; or the statistics' budgets differ.
     """
-    from privpost.release import Release, ReleaseSet
+    from privpost.releases.release import Release, ReleaseSet
 
     if isinstance(release_set, Release):
         raise ReleaseError("release", "a DPss analysis needs the whole DPss release set (score "
-                           "and statistic), made by `privpost dpss` or privpost.compositional."
+                           "and statistic), made by `privpost dpss` or privpost.releases.dpss."
                            "dpss_release; got a single release")
     if not isinstance(release_set, ReleaseSet):
         raise ReleaseError("release", f"expected a ReleaseSet, got {type(release_set).__name__}")

@@ -9,7 +9,7 @@ simplex used by the noise-naive MLE (extract §1.3, step 2; Duchi et al. 2008).
 Example::
 
     >>> import numpy as np
-    >>> from privpost.marginal_tables import MarginalTables
+    >>> from privpost.queries import MarginalTables
     >>> q = MarginalTables(levels=[2, 2, 3], cliques=[[0, 1], [1, 2]])
     >>> q.dim, q.sensitivity("l1"), q.sensitivity("l1", "add-remove")
     (10, 4.0, 2.0)
@@ -24,9 +24,8 @@ import numbers
 import numpy as np
 
 from privpost.errors import ReleaseError
-import privpost.queries as _queries
-from privpost.queries import (Query, _check_levels, _columns, _field, _integer_records,
-                              _one_hot_sensitivity, _pos_int)
+from privpost.queries.base import (Query, _check_levels, _columns, _field, _integer_records,
+                                   _one_hot_sensitivity, _pos_int)
 
 __all__ = ["MarginalTables", "project_simplex", "MAX_CELLS"]
 
@@ -218,8 +217,6 @@ class MarginalTables(Query):
                                                             for st in self._strides),
                                  self.cliques, self.dim)
 
-
-_queries.QUERIES.setdefault(MarginalTables.name, MarginalTables)
 
 _CONTRIB_CACHE: dict = {}
 

@@ -4,7 +4,7 @@ Each importer takes what the library returns -- the released value(s) and the li
 description** of how they were made (OpenDP's measurement and ``summarize_polars_measurement``
 table, PipelineDP's ``AggregateParams``, ``<metric>_noise_stddev`` outputs and budget
 accountant, a diffprivlib mechanism object) -- and builds a validated
-:class:`~privpost.release.Release` through :func:`privpost.declaration.declare`, with the
+:class:`~privpost.releases.release.Release` through :func:`privpost.releases.declaration.declare`, with the
 noise scale **as the library states it**. What the library does not state (the clamping bounds of
 an OpenDP sum, which lives inside the opaque measurement; the public record count ``n``) is
 given by the caller and then **checked against the library's own privacy statement**: the
@@ -157,9 +157,9 @@ def from_opendp(measurement, released, *, n: int, bounds: Mapping[str, Sequence[
     from opendp.accuracy import summarize_polars_measurement
 
     from privpost import mechanisms as M
-    from privpost.declaration import declare
+    from privpost.releases.declaration import declare
     from privpost.queries import Sum
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     n = _check_n(n)
     if not isinstance(measurement, dp.Measurement):
@@ -278,7 +278,7 @@ def from_pipelinedp(result, params, *, partitions: Sequence, n: int, metric: str
     """
     pdp = _need("pipeline_dp")
     from privpost import mechanisms as M
-    from privpost.declaration import declare
+    from privpost.releases.declaration import declare
     from privpost.queries import Histogram, Sum
 
     n = _check_n(n)
@@ -412,7 +412,7 @@ def from_diffprivlib(mechanism, value, *, query, n: int, neighbours: str = "repl
     mechs = _need("diffprivlib.mechanisms")
     from privpost import mechanisms as M
     from privpost.queries import Query
-    from privpost.release import Release
+    from privpost.releases.release import Release
 
     n = _check_n(n)
     if not isinstance(query, Query):

@@ -3,7 +3,7 @@
 The most common situation of an analyst is not holding the data: an agency published a noisy
 statistic and said how the noise was added ("a count of 412.7, Laplace noise of scale 10, from
 n = 1000 records"). :func:`declare` turns that description into a validated
-:class:`~privpost.release.Release` -- the same object :func:`privpost.release` makes from
+:class:`~privpost.releases.release.Release` -- the same object :func:`privpost.release` makes from
 records -- so every inference method runs on it::
 
     >>> import privpost as pp
@@ -35,7 +35,7 @@ __all__ = ["declare"]
 
 def declare(observed, *, query, mechanism, n: int, neighbours: str = "replace",
             metadata: dict[str, Any] | None = None):
-    """A :class:`~privpost.release.Release` for statistics published elsewhere.
+    """A :class:`~privpost.releases.release.Release` for statistics published elsewhere.
 
     Parameters
     ----------
@@ -69,7 +69,7 @@ def declare(observed, *, query, mechanism, n: int, neighbours: str = "replace",
     from privpost import __version__
     from privpost.mechanisms import Mechanism
     from privpost.queries import Query
-    from privpost.release import Release, _check_neighbours
+    from privpost.releases.release import Release, _check_neighbours
 
     if not isinstance(query, Query):
         raise PrivpostError(f"query must be a privpost.queries.Query, got {type(query).__name__}")

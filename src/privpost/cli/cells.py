@@ -56,10 +56,10 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         Each feature's count vector has L1 sensitivity 2 (replace-one); features compose
         sequentially, cells in parallel: one Laplace scale 2D/epsilon on every count.
         """
-        from privpost.cli import _check_overwrite
-        from privpost.cell_counts import load_long_csv
+        from privpost.cli._common import _check_overwrite
+        from privpost.queries.cell_counts import load_long_csv
         from privpost.mechanisms import mechanism_from_dict
-        from privpost.release import release
+        from privpost.releases.release import release
 
         _check_overwrite(output, force)
         feats = list(feature)
@@ -87,8 +87,8 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         rel = release(data_.records, query=q, mechanism=mech, seed=seed, metadata=meta)
         rel.save(output)
         R, T = q.cell_sizes.shape
-        from privpost.cli import (_emit_json, _not_covered_notes, _print_not_covered,
-                                  _privacy_statement, _privacy_text)
+        from privpost.cli._common import (_emit_json, _not_covered_notes, _print_not_covered,
+                                          _privacy_statement, _privacy_text)
 
         if as_json:
             _emit_json({"output": str(output), "n": rel.n, "regions": R, "times": T,

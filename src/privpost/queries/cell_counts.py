@@ -55,8 +55,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from privpost.errors import DataError, ReleaseError
-from privpost.queries import (QUERIES, Query, _check_levels, _columns, _field,
-                              _integer_records, _one_hot_sensitivity, _pos_int)
+from privpost.queries.base import (Query, _check_levels, _columns, _field, _integer_records,
+                                   _one_hot_sensitivity, _pos_int)
 
 __all__ = ["CellCounts", "load_long_csv", "LongData"]
 
@@ -210,8 +210,6 @@ class CellCounts(Query):
         return (f"CellCounts(n_levels={self.n_levels!r}, cell_sizes=<{self.n_regions}x"
                 f"{self.n_times}, total {self.n_total}>)")
 
-
-QUERIES[CellCounts.name] = CellCounts
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ Sequential composition on one data set adds pure ε (and zCDP ρ) exactly
 floating point would make their composed total exceed ``B``, so the stated total never
 overstates the privacy. Example (two counts and a mean, the mean getting half)::
 
-    >>> from privpost.budget import split_budget
+    >>> from privpost.releases.budget import split_budget
     >>> split_budget(1.0, [1, 1, 2])
     [0.25, 0.25, 0.5]
 

@@ -6,7 +6,7 @@ county, ...) and each cell of the table, the true count plus **integer discrete 
 pmf ∝ exp(−z²/(2σ²)), with σ² = 1/(2ρ) where ρ is the zCDP budget that query received at that
 level (a person changes one cell of one geography by one: L2 sensitivity 1 under add/remove
 neighbours, so ρ = 1/(2σ²)). This module reads that shape of data, in the layout below, into
-privpost releases: one :class:`~privpost.release.Release` per query, a
+privpost releases: one :class:`~privpost.releases.release.Release` per query, a
 :class:`~privpost.queries.Histogram` over the (geography, cell) pairs with
 :class:`~privpost.mechanisms.DiscreteGaussian` noise of scale σ -- the plain release path, so
 ``privpost infer`` runs on it.
@@ -39,7 +39,7 @@ every query lists each of its geographies once and each cell of each geography o
 integers (discrete noise); σ² is the same for all cells of a query (one budget per query and
 level); a query's cells partition the persons of each geography and its geographies partition
 the ``n`` persons, so the (geography, cell) table is one histogram of ``n`` records -- several
-queries on the same persons are several releases (a :class:`~privpost.release.ReleaseSet` whose
+queries on the same persons are several releases (a :class:`~privpost.releases.release.ReleaseSet` whose
 ρ adds up). Sizes are bounded by :mod:`privpost.limits` (file bytes, cells per query, queries).
 
 Coordinates are labelled ``count[<query>=<geocode>:<cell>]``.
@@ -206,10 +206,10 @@ def census_from_dict(doc: Any):
 
 
 def _releases(specs, n: int, neighbours: str, description: str):
-    from privpost.declaration import declare
+    from privpost.releases.declaration import declare
     from privpost.mechanisms import DiscreteGaussian
     from privpost.queries import Histogram
-    from privpost.release import ReleaseSet
+    from privpost.releases.release import ReleaseSet
 
     out = []
     for i, (name, geolevel, cells, geos, values, var) in enumerate(specs):
@@ -245,7 +245,7 @@ def read_census_csv(path_or_text, *, n: int, neighbours: str = "add-remove"):
 
     ``path_or_text``: a path, or the CSV text itself (a ``str`` containing a line break).
     """
-    from privpost.release import _read_text
+    from privpost.releases.release import _read_text
 
     if isinstance(path_or_text, str) and "\n" in path_or_text:
         text = path_or_text
@@ -315,7 +315,7 @@ def read_census_csv(path_or_text, *, n: int, neighbours: str = "add-remove"):
 
 def read_census(path, *, n: int | None = None, neighbours: str = "add-remove"):
     """Releases from a census file: the JSON layout, or the CSV layout (``.csv``, with ``n``)."""
-    from privpost.release import _parse_json, _read_text
+    from privpost.releases.release import _parse_json, _read_text
 
     path = Path(path)
     if path.suffix.lower() == ".csv":

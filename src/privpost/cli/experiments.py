@@ -2,7 +2,7 @@
 
 ``cli.py`` calls :func:`register` with its Typer app, its error decorator and its console::
 
-    from privpost.experiments.commands import register
+    from privpost.cli.experiments import register
     register(app, handles_errors, out)
 """
 
@@ -40,10 +40,10 @@ def _split(text: Optional[str], name: str, cast) -> Optional[list]:
 
 def _json_arg(text: Optional[str], name: str) -> Any:
     """A JSON document given inline (``{...}``) or as a file path (the CLI's one reader,
-    :func:`privpost.cli.read_json_option`)."""
+    :func:`privpost.cli._common.read_json_option`)."""
     if text is None:
         return None
-    from privpost.cli import read_json_option
+    from privpost.cli._common import read_json_option
 
     return read_json_option(text, f"--{name}")
 
@@ -150,7 +150,7 @@ def register(app: typer.Typer, handles_errors, console) -> None:
         """Simulation-based calibration of methods over a grid of n and epsilon."""
         from privpost.experiments.calibration import calibrate
 
-        from privpost.cli import _read_spec   # the one reader of every --spec
+        from privpost.cli._common import _read_spec   # the one reader of every --spec
 
         doc = _read_spec(spec)
         method_list = _split(methods, "methods", str)
