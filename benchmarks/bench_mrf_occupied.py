@@ -23,7 +23,7 @@ def main() -> None:
     from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
-    from privpost.release import release
+    from privpost.releases.release import release
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--structures", default="chain1,chain3,er")
@@ -51,9 +51,11 @@ def main() -> None:
             for rep in range(a.reps + 1):
                 c0 = ch.c.copy()
                 p0 = time.process_time()
-                pair_sweep(c0, ch.lp, law.J, law.eligible, law.cell_grp, law.grp_ptr,
-                           law.grp_cells, law.cell_ptr, law.cell_coord, law.cell_coef, co.s,
-                           co.w, co.l2, ch.r, ch.b_idx, ch.b_r, ch.b_v, ch.b_w, ch.b_l2, ch.rng)
+                # the engine's sweep with every pair uniform (unit_frac 0), J moves
+                pair_sweep(c0, ch.lp, law.J, 0.0, law.eligible, law.el_pos, ch.fen,
+                           law.cell_grp, law.grp_ptr, law.grp_cells, law.cell_ptr,
+                           law.cell_coord, law.cell_coef, co.s, co.w, co.l2, ch.r, ch.b_idx,
+                           ch.b_r, ch.b_v, ch.b_w, ch.b_l2, ch.rng)
                 p1 = time.process_time()
                 occupied_sweep(ch.c, ch.lp, law.n_pairs, law.cell_ptr, law.cell_coord,
                                law.cell_coef, co.s, co.w, co.l2, ch.r, ch.occ, ch.pos,

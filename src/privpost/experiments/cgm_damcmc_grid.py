@@ -53,7 +53,7 @@ def cells(settings: dict, seed: int):
     from privpost.queries.marginal_tables import MarginalTables
     from privpost.mechanisms import Laplace
     from privpost.models import CliqueMRF
-    from privpost.release import release
+    from privpost.releases.release import release
 
     T, K = settings["T"], settings["K"]
     root = np.random.SeedSequence(seed)

@@ -2,9 +2,12 @@
 data set (issue 21 item 4; EXPERIMENTS §9.6: the K = 3 MRF grid, ``J = 3^10 = 59,049`` cells
 for ``N = 10^3 .. 10^6`` records).
 
-:func:`privpost.inference._count_table.pair_sweep` picks both cells of a pair uniformly, so with
-``N << J`` almost every pair holds no unit and its exact move is ``k = 0``, and an iteration
-costs ``J`` moves whatever ``N`` is. Here every move involves an occupied cell, and the number of
+:func:`privpost.inference._count_table.pair_sweep` picked both cells of a pair uniformly, so
+with ``N << J`` almost every pair held no unit and its exact move was ``k = 0``, and an iteration
+cost ``J`` moves whatever ``N`` is (the engine now also chooses a fraction of its pairs by unit,
+``unit_frac``, and sets their number from ``J`` and ``N``: ``default_pairs``; this module came
+out of the same problem on the MRF's 59,049-cell table and was written beside it). Here every
+move involves an occupied cell, and the number of
 moves per iteration is set from ``min(N, J)``, not ``J``.
 
 The move (one group of ``J`` cells, total ``N``; ``c`` the table, ``pi`` the target of the
@@ -204,14 +207,15 @@ class OccupiedTable(CountTable):
         return [OccupiedTableChain(self, rng, start) for rng in rngs]
 
     def extra_notes(self, results: list[dict]) -> list[str]:
-        notes = super().extra_notes(results)
         acc = [r.get("pair_accept", math.nan) for r in results]
-        notes[0] = notes[0].replace(f"{self.n_pairs} exact pair moves",
-                                    f"{self.n_pairs} pair moves among occupied cells (exact "
-                                    f"conditional, selection-corrected; acceptance "
-                                    f"{min(acc):.3f}-{max(acc):.3f})").replace(
-            f" (no non-centred move: more than {MAX_SHIFT_DIM} free cells)", "")
-        return notes
+        moves = (f"count table: {self.n_pairs} pair moves among occupied cells (exact "
+                 f"conditional, selection-corrected; acceptance {min(acc):.3f}-{max(acc):.3f})")
+        if self.n_shift:
+            sh = [r["shift_accept"] for r in results]
+            return [f"{moves}, the theta update and {self.n_shift} residual-shift (non-centred) "
+                    f"moves per iteration; shift acceptance after warm-up "
+                    f"{min(sh):.2f}-{max(sh):.2f}"]
+        return [f"{moves} and the theta update per iteration"]
 
 
 class OccupiedTableChain(TableChain):
