@@ -42,6 +42,11 @@ def test_learned_parameters_names_prior_and_note():
     from privpost.models import model_from_dict
 
     assert model_from_dict(m.to_dict()).covariate_note() == note
+    from privpost.models import model_from_spec
+
+    spec = model_from_spec("linear-regression:p=2,sigma2=1,covariates=bernoulli;uniform,"
+                           "covariate_bounds=0;1|0;4,covariate_alpha=2;3|none;none")
+    assert "q_x1 ~ Beta(2, 3) learned" in spec.covariate_note()
     fixed = _mixed(covariate_probs=[0.3, [0.2, 0.3, 0.5], None])
     assert fixed.param_shapes == {"beta": (4,)}
     # prior density: Beta(2, 3) at q = 0.4 times Dirichlet(1, 2, 3) at (0.2, 0.3, 0.5)

@@ -92,7 +92,8 @@ class CovariateLaw:
     alpha : None or list of length p
         Prior of a learned column: ``None`` (default ``Beta(1, 1)`` / ``Dirichlet(1, ..., 1)``),
         a pair ``(a, b)`` (``q_j ~ Beta(a, b)``) for a Bernoulli column, ``K_j`` positive
-        concentrations for a categorical one. Not allowed with ``probs[j]`` given.
+        concentrations for a categorical one. Not allowed with ``probs[j]`` given. A list of
+        ``None`` counts as ``None`` (spec strings: ``covariate_alpha=2;3|none;none``).
     m : (p,) ; S : (p, p) SPD or None
         The model's normal law; its normal-column part is used (``None`` with ``hyperprior="niw"``,
         which requires every column normal).
@@ -135,6 +136,8 @@ class CovariateLaw:
         for j, kind in enumerate(self.kinds):
             given = None if probs is None else probs[j]
             prior = None if alpha is None else alpha[j]
+            if isinstance(prior, (list, tuple)) and prior and all(v is None for v in prior):
+                prior = None    # a spec string's row "none;none" (rows must have equal lengths)
             if prior is not None and (kind not in ("bernoulli", "categorical")
                                       or given is not None):
                 raise PrivpostError(f"covariate_alpha[{j}]: column x{j + 1} is {kind}"
