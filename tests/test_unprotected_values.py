@@ -81,13 +81,23 @@ def test_every_query_kind_states_n_under_add_remove():
         assert unprotected(Stub(own), "replace", 7) == own, name
 
 
-def test_a_stored_statement_is_recomputed_not_trusted(tmp_path):
+def test_a_stored_statement_must_be_the_truth():
+    from privpost.errors import ReleaseError
+
     rel = release(np.array([0.0, 1.0]), Sum(bounds=(0, 1)), Laplace(epsilon=1.0), seed=0)
     doc = rel.to_dict()
     doc["metadata"]["not_covered"] = ["nothing to see"]
-    back = Release.from_dict(doc)
-    assert back.not_covered == ()
-    assert "not_covered" not in back.to_dict()["metadata"]
+    with pytest.raises(ReleaseError, match="metadata.not_covered"):
+        Release.from_dict(doc)
+    add = release(np.array([0.0, 1.0]), Sum(bounds=(0, 1)), Laplace(epsilon=1.0), seed=0,
+                  neighbours="add-remove")
+    doc = add.to_dict()
+    assert Release.from_dict(doc).to_dict()["metadata"] == doc["metadata"]   # round trip
+    doc["metadata"]["not_covered"] = []               # saying less than the truth: refused
+    with pytest.raises(ReleaseError, match="metadata.not_covered"):
+        Release.from_dict(doc)
+    del doc["metadata"]["not_covered"]                # absent (older documents): filled in
+    assert Release.from_dict(doc).not_covered == add.not_covered
 
 
 @pytest.mark.parametrize("value, expect", [

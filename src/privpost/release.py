@@ -225,7 +225,7 @@ class Release:
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
         """The JSON document (a plain dict). ``metadata["not_covered"]`` is always
-        :attr:`not_covered` (recomputed: a stored list is never trusted)."""
+        :attr:`not_covered` (recomputed; :meth:`from_dict` refuses a stored list that differs)."""
         meta = dict(self.metadata)
         meta.pop("not_covered", None)
         if self.not_covered:
@@ -296,7 +296,13 @@ class Release:
                                "list of strings, one per observed value)")
         if "privacy" in doc:
             _check_privacy(doc["privacy"], rel.privacy)
-        rel.metadata.pop("not_covered", None)    # derived: recomputed, never read from a file
+        # derived, like labels and privacy: a stored list must be what the release publishes
+        # unprotected (issue 23: a document may not say less -- or other -- than the truth)
+        stored = rel.metadata.pop("not_covered", None)
+        if stored is not None and stored != list(rel.not_covered):
+            raise ReleaseError("metadata.not_covered", "does not match what this release "
+                               "publishes without protection (recomputed from its query, "
+                               "neighbours, n and metadata.domain_from_data); remove or correct it")
         if rel.not_covered:
             rel.metadata["not_covered"] = list(rel.not_covered)
         return rel
