@@ -218,3 +218,25 @@ def test_naive_and_nonprivate_give_the_learned_parameters():
         # the release's noise on sum x is ~0.3 here: both near Beta(1 + n1, 1 + n0)
         assert abs(q.mean() - a / (a + b)) < 0.5 * sd
     assert m.nonprivate_posterior(recs)["covariate_alpha"] == [[a, b], None]
+
+
+def test_damcmc_learns_categorical_probabilities_compiled():
+    """End to end on the compiled path: a categorical column's pi is learned from a precise
+    release (eps = 50, n = 300): its draws lie on the simplex and centre on the level
+    frequencies (the release holds sum x and sum x^2, which fix two of the three)."""
+    rng = np.random.default_rng(8)
+    n = 300
+    lev = rng.choice(3, size=n, p=[0.6, 0.3, 0.1]).astype(float)
+    y = 0.5 + 0.5 * lev + rng.standard_normal(n)
+    rel = release(np.column_stack([lev, y]), RegressionStats([(0, 2)], (-6, 6)),
+                  Laplace(epsilon=50.0), seed=rng)
+    m = LinearRegression(p=1, sigma2=1.0, covariates="categorical", covariate_bounds=[[0, 2]])
+    post = pp.infer(m, rel, method="damcmc", seed=3, draws=500, warmup=300, progress=False,
+                    predictive_check=False, fast_path=True)
+    assert "fully compiled" in " ".join(post.notes)
+    pi = post.draws["pi_x1"]
+    assert pi.shape[-1] == 3 and np.allclose(pi.sum(-1), 1.0) and np.all(pi >= 0)
+    freq = np.bincount(lev.astype(int), minlength=3) / n
+    # posterior sd of each level's share is about sqrt(f (1 - f) / n) <= 0.03
+    assert np.all(np.abs(pi.reshape(-1, 3).mean(0) - freq) < 0.1), (pi.reshape(-1, 3).mean(0),
+                                                                     freq)
