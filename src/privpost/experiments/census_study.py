@@ -184,6 +184,8 @@ def _report(a, sizes, mech, latent, worst_ess, worst_rhat, cover, width, secs, m
     print(hdr)
     print("|" + "---|" * (K + 5))
     for m in methods:
+        if not cover[m]:        # e.g. gibbs-ss beyond --gibbs-replicates
+            continue
         cv = np.array(cover[m], dtype=float)
         wd = np.array(width[m])
         print(f"| {m} | {cv.shape[0]} | " + " | ".join(f"{x:.3f}" for x in cv.mean(axis=0))
