@@ -146,7 +146,13 @@ def summary(paths):
                     rows[(r["replicate"], r["region"], r["method"])] = r
     methods = [m for m in ("damcmc", "naive", "gibbs-ss") if any(k[2] == m for k in rows)]
     reps = sorted({k[0] for k in rows})
-    print(f"{len(rows)} fits, replicates {reps[0]}..{reps[-1]} ({len(reps)} distinct)")
+    per = {}
+    for k in rows:
+        if k[2] == "damcmc":
+            per[k[0]] = per.get(k[0], 0) + 1
+    full = max(per.values()) if per else 0
+    print(f"{len(rows)} fits, replicates {reps[0]}..{reps[-1]} ({len(reps)} distinct, "
+          f"{sum(1 for v in per.values() if v == full)} complete with {full} regions)")
     dam = [r for k, r in rows.items() if k[2] == "damcmc"]
     if dam:
         print(f"damcmc latent {sorted({r.get('latent') for r in dam}, key=str)}, worst ESS "
