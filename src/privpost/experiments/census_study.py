@@ -7,7 +7,7 @@ default (run until converged).
     python -m privpost.experiments.census_study --replicates 200 --regions 50 \\
         [--gibbs-replicates 40] [--population 3e8] [--categories 6] [--rho 1e-5] [--seed 2021]
         [--first 0] [--jsonl FITS.jsonl]
-    python -m privpost.experiments.census_study --summary FITS.jsonl [MORE.jsonl ...]
+    python -m privpost.experiments.census_study --summary FITS.jsonl[.gz] [MORE.jsonl ...]
 
 Replicate ``r`` draws everything from ``default_rng([seed, r])``, so disjoint ranges
 ``--first a --replicates b`` (replicates a, ..., b - 1) run in separate processes give the same
@@ -137,9 +137,11 @@ def summary(paths):
     coverage of each category's 90% interval with its binomial sd ``sqrt(c (1 - c) / fits)``
     (fits are independent across replicates and regions), overall with the sd of the fits'
     mean coverage over sqrt(fits) (a region's categories are dependent), mean width, median seconds per fit, and damcmc's worst ESS / R-hat."""
+    import gzip
+
     rows = {}
     for path in paths:
-        with open(path) as fh:
+        with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as fh:
             for line in fh:
                 if line.strip():
                     r = json.loads(line)
