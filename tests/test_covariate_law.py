@@ -105,7 +105,7 @@ def test_round_trip_and_spec():
                          covariate_bounds=[[0, 1], [0, 4]], covariate_probs=[0.3, None])
     m2 = model_from_dict(m.to_dict())
     assert m2.covariate_note() == m.covariate_note()
-    assert "Bernoulli(0.3)" in m.covariate_note() and "U(0, 4)" in m.covariate_note()
+    assert "Bernoulli(0.3) (fixed)" in m.covariate_note() and "U(0, 4)" in m.covariate_note()
     m3 = model_from_spec("linear-regression:p=2,sigma2=1,covariates=bernoulli;uniform,"
                          "covariate_bounds=0;1|0;4")
     assert m3.covariate_note() == LinearRegression(
@@ -215,8 +215,9 @@ def test_every_regression_posterior_states_its_covariate_model_and_the_check_war
         warnings.simplefilter("error", ModelFitWarning)
         post = pp.infer(good, rel, method="damcmc", seed=0, draws=400, warmup=400,
                         progress=False)
-    assert _covariate_note(post) == ("covariate model: x1 ~ Bernoulli(0.5); x2 ~ U(0, 4) "
-                             "(independent across kinds)")
+    assert _covariate_note(post) == ("covariate model: x1 ~ Bernoulli(q_x1) with q_x1 ~ "
+                                     "Beta(1, 1) learned (conjugate update); x2 ~ U(0, 4) "
+                                     "(independent across kinds)")
     assert any(n.startswith("posterior predictive check") for n in post.notes)
     assert not any(n.startswith("MODEL MISFIT") for n in post.notes)
     with pytest.raises(PrivpostError, match="predictive_check"):
@@ -253,8 +254,8 @@ def test_cli_declares_covariates_and_reports_a_misfit(tmp_path):
     assert any(n.startswith("MODEL MISFIT: covariate model contradicts") for n in notes)
     notes = infer("linear-regression:sigma2=1,covariates=bernoulli;uniform",
                   "--option", "predictive_check=false")
-    assert "covariate model: x1 ~ Bernoulli(0.5); x2 ~ U(0, 4) (independent across kinds)" \
-        in notes
+    assert ("covariate model: x1 ~ Bernoulli(q_x1) with q_x1 ~ Beta(1, 1) learned (conjugate "
+            "update); x2 ~ U(0, 4) (independent across kinds)") in notes
     assert not any("predictive check" in n for n in notes)
     res = runner.invoke(app, ["infer", str(path), "--model",
                               "linear-regression:sigma2=1,covariates=bernoulli;unifrm"])

@@ -72,8 +72,11 @@ def test_infer_says_it_human_and_json(cells):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["release_privacy"]["guarantee"]["epsilon"] == 1.0
-    (text,) = doc["release_privacy"]["not_covered"]
+    text, domain = doc["release_privacy"]["not_covered"]
     assert text.startswith("the cell sizes N[r, t] (2 x 2 table, total 5) are published exactly")
+    # no --regions / --times, and feature levels always from the file (test_unprotected_values)
+    assert domain.startswith("the domain (region codes, time codes, levels of feature 'kind', "
+                             "levels of feature 'civ') was read from the confidential data")
 
 
 def test_other_releases_carry_no_such_statement(tmp_path):

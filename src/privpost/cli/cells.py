@@ -83,6 +83,11 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         if regions is None or times is None:
             meta["domain_note"] = ("region/time codes taken from the confidential file: the "
                                    "grid is data-dependent and not covered by the guarantee")
+        # stated with the guarantee wherever it is printed (privpost.release.unprotected);
+        # feature levels are always the file's distinct values (no option declares them)
+        meta["domain_from_data"] = ([f"{w} codes" for w, d in (("region", regions),
+                                                              ("time", times)) if d is None]
+                                    + [f"levels of feature {f!r}" for f in feats])
         q = data_.query()
         rel = release(data_.records, query=q, mechanism=mech, seed=seed, metadata=meta)
         rel.save(output)

@@ -667,7 +667,7 @@ def _declare_census(path: Path, n, neighbours: str, output: Path, as_json: bool,
     rel = read_census(path, n=n if csv else None, neighbours=neighbours or "add-remove")
     rel.save(output)
     if as_json:
-        _emit_json({"output": str(output), **rel.to_dict()})
+        _emit_json({"output": str(output), "notes": _not_covered_notes(rel), **rel.to_dict()})
         return
     rels = getattr(rel, "releases", [rel])
     out.print(f"wrote [bold]{output}[/]: {len(rels)} census table"
@@ -675,6 +675,7 @@ def _declare_census(path: Path, n, neighbours: str, output: Path, as_json: bool,
               f"({', '.join(f'{r.dim} cells' for r in rels)}), discrete Gaussian noise; "
               f"{_privacy_text(rel.privacy if len(rels) == 1 else rel.total_privacy())}",
               highlight=False)
+    _print_not_covered(rel)
 
 
 # ---------------------------------------------------------------------------- inspect

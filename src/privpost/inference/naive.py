@@ -134,6 +134,12 @@ def project_statistic(model, release, notes: list | None = None) -> dict:
                      + ("was already PSD" if ok else "was projected to PSD (Schur-complement "
                         "eigenvalue clipping keeping n and the sums)"))
         XtX, Xty, yty = reg.original_stats(query, s_t, n, reg.Scaling.from_query(query))
+        law = model._cov
+        if law.learned:
+            notes.append("learned covariate probabilities: a Bernoulli column's q from Beta(a + s, "
+                         "b + n - s) with s its noisy sum (X'X's intercept row) clipped to "
+                         "[0, n]; a categorical column's probabilities from their prior (a "
+                         "regression release holds no level counts)")
         return {"XtX": 0.5 * (XtX[0] + XtX[0].T), "Xty": Xty[0], "yty": float(yty[0])}
     raise IncompatibleError(f"naive has no conjugate update for {type(model).__name__}; "
                             "supported: BetaBernoulli, DirichletCategorical, ExponentialGamma, "
@@ -187,6 +193,10 @@ def conjugate_draws(model, stat: dict, n: int, draws: int, chains: int, rng, war
             m, S = reg.draw_niw(rng, prior.niw, XtXC, n)
             out["m"] = m.reshape(chains, draws, -1)
             out["S"] = S.reshape((chains, draws) + S.shape[1:])
+        law = model._cov
+        if law.learned:     # sums of the covariates: X'X's intercept row (original scale)
+            for nm, v in law.plugin_draws(np.asarray(stat["XtX"])[0, 1:], n, C, rng).items():
+                out[nm] = v.reshape((chains, draws) + v.shape[1:])
         return out
     raise IncompatibleError(f"no conjugate update for {type(model).__name__}")
 

@@ -609,6 +609,10 @@ def linear_regression(model):
     mixed = not law.all_normal
     c_code, c_lo, c_w, c_cum, c_nidx, c_mn, c_Ln = law.compiled_tables()
     n_norm = c_nidx.size
+    # learned Bernoulli / categorical probabilities: parameters after beta (, sigma2)
+    # (CovariateLaw.compiled_learned; NIW excludes non-normal columns, so no m, S before them)
+    l_col, l_pos, l_nlev, l_bern, l_conc = law.compiled_learned(m_pos)
+    n_learn = l_col.size
 
     def build():
         @njit(cache=True, nogil=True)
@@ -643,6 +647,27 @@ def linear_regression(model):
                     theta[m_pos + a] = m[a]
                     for b in range(p):
                         theta[S_pos + a * p + b] = S[a, b]
+            # learned covariate probabilities: Dirichlet(conc + level counts) through Gammas
+            # drawn level by level (CovariateLaw.update draws the same numbers)
+            for i in range(n_learn):
+                K_i = l_nlev[i]
+                cnt = np.zeros(K_i)
+                j = l_col[i]
+                for r in range(n):
+                    lev = records[r, j] - c_lo[j]
+                    li = int(lev)
+                    if li == lev and 0 <= li < K_i:
+                        cnt[li] += 1.0
+                g = np.empty(K_i)
+                tot = 0.0
+                for a in range(K_i):
+                    g[a] = rng.standard_gamma(l_conc[i, a] + cnt[a])
+                    tot += g[a]
+                if l_bern[i] == 1:
+                    theta[l_pos[i]] = g[1] / tot
+                else:
+                    for a in range(K_i):
+                        theta[l_pos[i] + a] = g[a] / tot
 
         @njit(cache=True, nogil=True)
         def simulate(theta, out, rng):
@@ -654,6 +679,19 @@ def linear_regression(model):
                 L = LS
             sd = math.sqrt(sigma2 if known else theta[s_pos])
             if mixed:
+                cum = c_cum.copy()
+                for i in range(n_learn):      # learned columns: cumulative probs from theta
+                    j = l_col[i]
+                    if l_bern[i] == 1:
+                        cum[j, 0] = 1.0 - theta[l_pos[i]]
+                        cum[j, 1] = 1.0
+                    else:
+                        acc = 0.0
+                        for a in range(l_nlev[i]):
+                            acc += theta[l_pos[i] + a]
+                            cum[j, a] = acc
+                        for a in range(l_nlev[i]):
+                            cum[j, a] /= acc
                 zn = np.empty(n_norm)
                 for r in range(out.shape[0]):
                     for a in range(n_norm):
@@ -670,7 +708,7 @@ def linear_regression(model):
                         elif c_code[a] == 2:
                             u = rng.random()
                             j = 0
-                            while j < c_cum.shape[1] - 1 and c_cum[a, j] <= u:
+                            while j < cum.shape[1] - 1 and cum[a, j] <= u:
                                 j += 1
                             out[r, a] = c_lo[a] + j
                         y += out[r, a] * theta[a + 1]
@@ -757,7 +795,9 @@ def linear_regression(model):
            beta0.tobytes())
     if mixed:   # the covariate law only enters the simulator
         key += ("covariates", c_code.tobytes(), c_lo.tobytes(), c_w.tobytes(), c_cum.tobytes(),
-                c_cum.shape, c_nidx.tobytes(), c_mn.tobytes(), c_Ln.tobytes())
+                c_cum.shape, c_nidx.tobytes(), c_mn.tobytes(), c_Ln.tobytes(), l_col.tobytes(),
+                l_pos.tobytes(), l_nlev.tobytes(), l_bern.tobytes(), l_conc.tobytes(),
+                l_conc.shape)
     return _cached(key, build)
 
 

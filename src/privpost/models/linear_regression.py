@@ -93,11 +93,18 @@ class LinearRegression(Model):
         Column bounds; required for uniform / categorical columns (the CLI takes the release's
         ``bounds_x``).
     covariate_probs : list of p entries, optional
-        ``None``, a Bernoulli ``q = P(x_j = 1)`` (default 0.5) or a categorical probability
-        vector (default uniform).
+        ``None`` (the column's probabilities are learned, below), or fixed: a Bernoulli
+        ``q = P(x_j = 1)`` or a categorical probability vector.
+    covariate_alpha : list of p entries, optional
+        Prior of a learned Bernoulli / categorical column: ``None`` (``Beta(1, 1)`` /
+        ``Dirichlet(1, ..., 1)``), a pair ``(a, b)`` for ``q_j ~ Beta(a, b)`` or ``K_j``
+        concentrations over the levels ``lo..hi``.
 
     Parameters of the model: ``beta`` ``(p+1,)`` (intercept first); ``sigma2`` ``()`` when unknown;
-    ``m`` ``(p,)`` and ``S`` ``(p, p)`` with ``hyperprior="niw"``.
+    ``m`` ``(p,)`` and ``S`` ``(p, p)`` with ``hyperprior="niw"``; per learned column
+    ``q_x{j}`` ``()`` (Bernoulli, ``P(x_j = 1)``) or ``pi_x{j}`` ``(K_j,)`` (categorical),
+    updated by their exact conjugate draw given the (latent) covariates
+    (:mod:`privpost.models.covariate_law`).
 
     Update: exact conjugate draws using the latent records on their original scale (clamping is
     the query's business; seed 000 pitfall 2); the ``"independent"`` prior uses one Gibbs sweep.
@@ -114,7 +121,7 @@ class LinearRegression(Model):
                  beta_cov=None, a0: float = 2.0, b0: float = 2.0, prior: str = "conjugate",
                  m=None, S=None, hyperprior: str | None = None, mu0=None, kappa0: float = 1.0,
                  nu0: float | None = None, Psi0=None, covariates=None, covariate_bounds=None,
-                 covariate_probs=None):
+                 covariate_probs=None, covariate_alpha=None):
         p = positive_int("p", p, 1)
         positive_int("p: (p + 1)^2 covariance entries", (p + 1) ** 2, 1)   # resource limit
         k = p + 1
@@ -173,9 +180,10 @@ class LinearRegression(Model):
 
         if self.hyperprior is None:
             self._cov = CovariateLaw(p, covariates, covariate_bounds, covariate_probs, self.m,
-                                     self.S)
+                                     self.S, alpha=covariate_alpha)
         else:
-            self._cov = CovariateLaw(p, covariates, covariate_bounds, covariate_probs)
+            self._cov = CovariateLaw(p, covariates, covariate_bounds, covariate_probs,
+                                     alpha=covariate_alpha)
         if self.hyperprior == "niw" and not self._cov.all_normal:
             raise PrivpostError("covariates: hyperprior='niw' models every covariate as normal; "
                                 f"got covariates={list(self._cov.kinds)} (drop hyperprior, or "
@@ -187,6 +195,7 @@ class LinearRegression(Model):
         if self.hyperprior == "niw":
             self.param_shapes["m"] = (p,)
             self.param_shapes["S"] = (p, p)
+        self.param_shapes.update(self._cov.param_shapes)     # learned covariate probabilities
         self.conjugate = self.sigma2 is not None or self.prior == "conjugate"
         self._inv_s2 = None if self.sigma2 is None else 1.0 / self.sigma2
         self._ntri = p * (p - 1) // 2
@@ -273,6 +282,7 @@ class LinearRegression(Model):
             B = self._iw_factor(rng, self.Psi0, self.nu0)
             out["S"] = B @ B.T
             out["m"] = self.mu0 + (B @ rng.standard_normal(self.p)) / math.sqrt(self.kappa0)
+        out.update(self._cov.prior_sample(rng))
         return out
 
     def _cov_model(self, params):
@@ -290,7 +300,7 @@ class LinearRegression(Model):
         sd = math.sqrt(self.sigma2 if self.sigma2 is not None else float(params["sigma2"]))
         if not self._cov.all_normal:
             out = np.empty((n, p + 1))
-            out[:, :p] = self._cov.sample(n, rng)
+            out[:, :p] = self._cov.sample(n, rng, params)
             out[:, p] = (beta[0] + out[:, :p] @ beta[1:]
                          + sd * rng.standard_normal(n))
             return out
@@ -328,6 +338,8 @@ class LinearRegression(Model):
                 normals = rng.standard_normal(self._ntri + p)
                 out["m"], out["S"] = K.niw_update(records, p, self.mu0, self.kappa0, self.Psi0,
                                                   chi2, normals[:self._ntri], normals[self._ntri:])
+        if self._cov.learned:
+            out.update(self._cov.update(records, rng))
         return out
 
     # ---------------------------------------------------------------- densities
@@ -336,7 +348,7 @@ class LinearRegression(Model):
         p = self.p
         x, y = r[:, :p], r[:, p]
         if not self._cov.all_normal:
-            lx = self._cov.log_density(x)
+            lx = self._cov.log_density(x, params)
         else:
             if self.hyperprior is None:
                 m, L, half_logdet = self.m, self._LS, self._LS_logdet
@@ -384,6 +396,8 @@ class LinearRegression(Model):
             dm = np.asarray(params["m"], dtype=np.float64) - self.mu0
             lp += (-0.5 * self.kappa0 * float(dm @ Sinv @ dm) - 0.5 * logdet_S
                    + 0.5 * p * math.log(self.kappa0) - 0.5 * p * _LOG_2PI)
+        if self._cov.learned:
+            lp += self._cov.log_prior(params)
         return lp
 
     def nonprivate_posterior(self, records):
@@ -392,7 +406,9 @@ class LinearRegression(Model):
         Known ``sigma2``: ``{"beta0": mean, "beta_cov": cov}`` (normal posterior of ``beta``).
         Conjugate prior: ``{"beta0", "beta_cov", "a0", "b0"}`` (``beta | sigma2 ~
         N(beta0, sigma2 beta_cov)``, ``sigma2 ~ InvGamma(a0, b0)``). With ``hyperprior="niw"``
-        also ``{"mu0", "kappa0", "nu0", "Psi0"}``. The ``"independent"`` prior has no closed form.
+        also ``{"mu0", "kappa0", "nu0", "Psi0"}``; with learned covariate probabilities also
+        ``{"covariate_alpha"}`` (the Beta pairs / Dirichlet concentrations plus the level counts).
+        The ``"independent"`` prior has no closed form.
         """
         if not self.conjugate:
             raise NotImplementedError("prior='independent' has no closed-form posterior; "
@@ -424,6 +440,13 @@ class LinearRegression(Model):
             post.update(mu0=((self.kappa0 * self.mu0 + n * xbar) / kn).tolist(), kappa0=kn,
                         nu0=self.nu0 + n,
                         Psi0=(self.Psi0 + dx.T @ dx + (self.kappa0 * n / kn) * np.outer(dm, dm)).tolist())
+        if self._cov.learned:
+            law = self._cov
+            post["covariate_alpha"] = [
+                None if law.conc[j] is None else
+                (lambda c: [float(c[1]), float(c[0])] if law.kinds[j] == "bernoulli"
+                 else c.tolist())(law.conc[j] + law.level_counts(r, j))
+                for j in range(p)]
         return post
 
     def validate_records(self, records):

@@ -93,7 +93,9 @@ def declare(observed, *, query, mechanism, n: int, neighbours: str = "replace",
     meta = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "privpost_version": __version__, "declared": True}
     meta.update(metadata or {})
-    if query.not_covered(neighbours):   # stated in the document too (inspect --json shows it)
-        meta["not_covered"] = list(query.not_covered(neighbours))
+    from privpost.release import unprotected
+
+    if unprotected(query, neighbours, n, meta):   # stated in the document too (inspect --json)
+        meta["not_covered"] = list(unprotected(query, neighbours, n, meta))
     return Release(query=query, mechanism=mech, n=n, observed=values, neighbours=neighbours,
                    metadata=meta)

@@ -52,6 +52,44 @@ def _local(mechanism) -> bool:
     return getattr(mechanism, "name", None) == "randomized_response"
 
 
+#: metadata key listing the parts of a release's domain read from the confidential data (e.g.
+#: ``["region codes", "levels of feature 'smoker'"]``; written by ``privpost release-cells``)
+DOMAIN_FROM_DATA = "domain_from_data"
+
+
+def unprotected(query, neighbours: str, n: int, metadata=None) -> tuple[str, ...]:
+    """Statements of what a release publishes exactly that its guarantee does not cover.
+
+    * the query's own (:meth:`privpost.queries.Query.not_covered`, e.g. HMM cell sizes);
+    * the record count ``n`` under ``"add-remove"`` neighbours: every release document publishes
+      ``n`` exactly, and adding or removing a record changes it, so the add/remove guarantee
+      covers the noisy values only (under replace-one ``n`` is the same for all neighbours and
+      publishing it costs nothing; a ``Mean``'s public denominator is the same ``n``);
+    * a domain read from the confidential data (``metadata["domain_from_data"]``: region/time
+      codes or feature levels taken as the distinct values of the file), which reveals which
+      values occur.
+
+    ``metadata`` comes from documents (hostile): only a list of strings is read, at most 20
+    entries of at most 80 characters each.
+    """
+    out = list(query.not_covered(neighbours))
+    if neighbours == "add-remove":
+        out.append(f"the record count n = {int(n)} is published exactly, without noise: under "
+                   "add/remove neighbours adding or removing a record changes it, so the "
+                   "guarantee covers the noisy values, not n (publish under add/remove only "
+                   "where the count is public anyway)")
+    parts = (metadata or {}).get(DOMAIN_FROM_DATA) if isinstance(metadata, dict) else None
+    if parts:
+        items = ([str(v)[:80] for v in parts[:20] if isinstance(v, str)]
+                 if isinstance(parts, list) else [])
+        what = ", ".join(items) + (", ..." if isinstance(parts, list) and len(parts) > 20
+                                   else "") if items else "part of the domain"
+        out.append(f"the domain ({what}) was read from the confidential data (the distinct "
+                   "values of the file) and is published exactly: which values occur is not "
+                   "covered by the guarantee (declare the public domain instead)")
+    return tuple(out)
+
+
 @dataclass(frozen=True, eq=False)
 class Release:
     """A differentially private release of one statistic of a confidential data set.
@@ -169,8 +207,10 @@ class Release:
     @property
     def not_covered(self) -> tuple[str, ...]:
         """What this release publishes exactly that :attr:`privacy` does not cover
-        (:meth:`privpost.queries.Query.not_covered`); empty for most queries."""
-        return tuple(self.query.not_covered(self.neighbours))
+        (:func:`unprotected`: the query's own statements, the record count ``n`` under
+        add/remove neighbours, a domain read from the confidential data); empty for most
+        replace-one releases."""
+        return unprotected(self.query, self.neighbours, self.n, self.metadata)
 
     @property
     def dim(self) -> int:
@@ -184,7 +224,12 @@ class Release:
 
     # ------------------------------------------------------------------ JSON
     def to_dict(self) -> dict:
-        """The JSON document (a plain dict)."""
+        """The JSON document (a plain dict). ``metadata["not_covered"]`` is always
+        :attr:`not_covered` (recomputed; :meth:`from_dict` refuses a stored list that differs)."""
+        meta = dict(self.metadata)
+        meta.pop("not_covered", None)
+        if self.not_covered:
+            meta["not_covered"] = list(self.not_covered)
         return {
             "schema": SCHEMA,
             "query": self.query.to_dict(),
@@ -194,7 +239,7 @@ class Release:
             "labels": self.labels,
             "observed": [float(v) for v in self.observed],
             "privacy": self.privacy.to_dict(),
-            "metadata": dict(self.metadata),
+            "metadata": meta,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -251,6 +296,15 @@ class Release:
                                "list of strings, one per observed value)")
         if "privacy" in doc:
             _check_privacy(doc["privacy"], rel.privacy)
+        # derived, like labels and privacy: a stored list must be what the release publishes
+        # unprotected (issue 23: a document may not say less -- or other -- than the truth)
+        stored = rel.metadata.pop("not_covered", None)
+        if stored is not None and stored != list(rel.not_covered):
+            raise ReleaseError("metadata.not_covered", "does not match what this release "
+                               "publishes without protection (recomputed from its query, "
+                               "neighbours, n and metadata.domain_from_data); remove or correct it")
+        if rel.not_covered:
+            rel.metadata["not_covered"] = list(rel.not_covered)
         return rel
 
     @classmethod
@@ -446,8 +500,8 @@ def release(records, query, mechanism, *, neighbours: str = "replace", seed=None
     meta = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "privpost_version": _version(), "seeded": seed is not None}
     meta.update(metadata or {})
-    if query.not_covered(neighbours):   # stated in the document too (inspect --json shows it)
-        meta["not_covered"] = list(query.not_covered(neighbours))
+    if unprotected(query, neighbours, n, meta):   # stated in the document too (inspect --json)
+        meta["not_covered"] = list(unprotected(query, neighbours, n, meta))
     if _local(mechanism):
         mech = mechanism.calibrate(None, neighbours=neighbours)   # replace-one only
         observed = mech.sample(recs, seed=seed)
