@@ -93,7 +93,7 @@ def declare(observed, *, query, mechanism, n: int, neighbours: str = "replace",
     meta = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "privpost_version": __version__, "declared": True}
     meta.update(metadata or {})
-    from privpost.release import unprotected
+    from privpost.releases.release import unprotected
 
     if unprotected(query, neighbours, n, meta):   # stated in the document too (inspect --json)
         meta["not_covered"] = list(unprotected(query, neighbours, n, meta))
