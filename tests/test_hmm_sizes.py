@@ -151,3 +151,26 @@ def test_poisson_prior_l2_kernels_match_enumeration():
     draws = run(**kw, prior_kind=1, prior_par=lam, kmax=3)
     z = zs(draws, pmfs)
     assert all(abs(v) < K_MCSE for v in z.values()), z
+
+
+def test_flat_untruncated_prior_is_proper_and_matches_enumeration():
+    """Flat on all of 0, 1, 2, ...: proper through the size noise; enumeration to N = 30 (the
+    mass beyond is below exp(-25))."""
+    pmfs = [exact(c, **FLAT6, log_prior=lambda N: 0.0, n_max=30) for c in range(2)]
+    assert all(sum(p for k, p in pm.items() if k[0] >= 25) < 1e-8 for pm in pmfs)
+    draws = run(**FLAT6, prior_kind=0, prior_par=math.inf, kmax=3, seed=5)
+    z = zs(draws, pmfs)
+    assert all(abs(v) < K_MCSE for v in z.values()), z
+
+
+def test_held_out_cells_are_not_touched():
+    rng = np.random.default_rng(1)
+    counts = np.array([[2.0, 1.0, 1.0, 2.0], [0.0, 2.0, 1.0, 1.0]])
+    sizes = np.array([3.0, 2.0])
+    use = np.array([0, 1], dtype=np.int64)
+    before = counts.copy()
+    acc, prop = size_moves(Z, THETA, OFF, LEVELS, counts, sizes, OBS, OBS_SIZE, 1.0, False, 1.0,
+                           False, 0, math.inf, 2, 50, use, rng)
+    assert prop == 50 and 0 < acc <= 50
+    assert np.array_equal(counts[0], before[0]) and sizes[0] == 3.0
+    assert counts[1, :2].sum() == sizes[1] == counts[1, 2:].sum() and counts.min() >= 0
