@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
@@ -49,20 +48,11 @@ def cells(settings: dict, seed: int):
     """Yield one dict per (structure, N, population, epsilon, draw) with ``model``, ``query``,
     ``true`` (flat log-potentials), ``counts`` (the true clique tables), ``release``, in
     :func:`~privpost.experiments.cgm_study.run_study`'s order and random streams."""
-    from privpost.experiments.cgm_study import make_structure
-    from privpost.queries.marginal_tables import MarginalTables
+    from privpost.experiments.cgm_study import structures
     from privpost.mechanisms import Laplace
-    from privpost.models import CliqueMRF
     from privpost.releases.release import release
 
-    T, K = settings["T"], settings["K"]
-    root = np.random.SeedSequence(seed)
-    for si, kind in enumerate(settings["structures"]):
-        srng = np.random.default_rng(root.spawn(len(settings["structures"]))[si])
-        cliques = make_structure(kind, T, srng, settings["er_p"])
-        model = CliqueMRF([K] * T, cliques, prior_sd=settings["prior_sd"])
-        query = MarginalTables([K] * T, cliques)
-        true = np.concatenate([np.log(srng.dirichlet(np.ones(K * K))) for _ in cliques])
+    for kind, srng, cliques, model, query, true in structures(settings, seed):
         for N in settings["N"]:
             for pop in range(settings["populations"]):
                 x = model.simulate(model.unflatten(true), N, srng)

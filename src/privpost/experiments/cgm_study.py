@@ -59,23 +59,34 @@ def make_structure(kind: str, T: int, rng, er_p: float = 0.3) -> list[list[int]]
     raise ValueError(f"unknown structure {kind!r}")
 
 
-def run_study(settings: dict, seed: int, progress: bool = True) -> list[dict]:
-    """Run the study; returns one row per (structure, N, ε, population, noise draw, method)."""
-    from privpost.queries.marginal_tables import MarginalTables
-    from privpost.mechanisms import Laplace
+def structures(settings: dict, seed: int):
+    """Yield ``(kind, rng, cliques, model, query, true)`` per structure of ``settings``: the
+    structure's random stream ``rng`` (continued by the caller for the populations and the
+    releases), its cliques, the :class:`~privpost.models.CliqueMRF`, the ``MarginalTables``
+    query and the true flat log-potentials (one Dirichlet(1) table per clique, logged). The
+    streams of :func:`run_study` (``cgm_damcmc_grid`` re-creates its cells with them)."""
     from privpost.models import CliqueMRF
-    from privpost.releases.release import release
+    from privpost.queries.marginal_tables import MarginalTables
 
     T, K = settings["T"], settings["K"]
-    rows = []
     root = np.random.SeedSequence(seed)
     for si, kind in enumerate(settings["structures"]):
         srng = np.random.default_rng(root.spawn(len(settings["structures"]))[si])
         cliques = make_structure(kind, T, srng, settings["er_p"])
         model = CliqueMRF([K] * T, cliques, prior_sd=settings["prior_sd"])
-        lam = 1.0 / (2.0 * model.prior_sd ** 2)
         query = MarginalTables([K] * T, cliques)
         true = np.concatenate([np.log(srng.dirichlet(np.ones(K * K))) for _ in cliques])
+        yield kind, srng, cliques, model, query, true
+
+
+def run_study(settings: dict, seed: int, progress: bool = True) -> list[dict]:
+    """Run the study; returns one row per (structure, N, ε, population, noise draw, method)."""
+    from privpost.mechanisms import Laplace
+    from privpost.releases.release import release
+
+    rows = []
+    for kind, srng, cliques, model, query, true in structures(settings, seed):
+        lam = 1.0 / (2.0 * model.prior_sd ** 2)
         for N in settings["N"]:
             for pop in range(settings["populations"]):
                 x = model.simulate(model.unflatten(true), N, srng)

@@ -63,6 +63,26 @@ def heldout_loglik(post, model, counts, heldout, *, last_only: bool = False) -> 
     return float(logsumexp(total) - math.log(S))
 
 
+def split_data(rng, regime: str, true_states: int, regions: int, times: int):
+    """One split of §7's protocol: war logs simulated for ``regime`` (seed drawn from ``rng``),
+    a random 10% of the (region, time) cells held out (drawn from ``rng`` next).
+
+    Returns ``(query, records, heldout (R, T) bool, counts (R*T, sum of levels), n_test)``,
+    ``n_test`` the number of held-out reports. The draws from ``rng`` are the study's stream
+    (``foulds_hmm_dense`` re-creates §7.1's data with it)."""
+    from privpost.models.hmm import simulate_warlogs
+
+    data = simulate_warlogs(regime, n_states=true_states, n_regions=regions, n_times=times,
+                            seed=rng.integers(2**31))
+    q, recs = data["query"], data["records"]
+    R, T = q.cell_sizes.shape
+    heldout = np.zeros(R * T, dtype=bool)
+    heldout[rng.choice(R * T, size=max(1, round(0.1 * R * T)), replace=False)] = True
+    heldout = heldout.reshape(R, T)
+    counts = q.cell_matrix(q.statistic(recs))
+    return q, recs, heldout, counts, float(q.cell_sizes[heldout].sum())
+
+
 def _nb_heldout_loglik(post, model, counts, heldout, *, last_only: bool = False) -> float:
     """Held-out log-likelihood of naive Bayes (one state; no state to marginalise)."""
     theta = np.concatenate([post.draws[f"theta{d + 1}"] for d in range(model.n_features)],
@@ -203,7 +223,7 @@ def _heldout_rows(s, rng, csv_path=None):
 
     import privpost as pp
     from privpost.mechanisms import Laplace
-    from privpost.models.hmm import HiddenMarkovNB, simulate_warlogs
+    from privpost.models.hmm import HiddenMarkovNB
 
     rows = []
     dam_its = int(s.get("damcmc_iterations", 200))
@@ -215,15 +235,8 @@ def _heldout_rows(s, rng, csv_path=None):
                ("ops M=100", "ops", 100.0), ("damcmc", "damcmc", None)]
     for split in range(s["splits"]):
         for regime in s["regimes"]:
-            data = simulate_warlogs(regime, n_states=s["true_states"], n_regions=s["regions"],
-                                    n_times=s["times"][regime], seed=rng.integers(2**31))
-            q, recs = data["query"], data["records"]
-            R, T = q.cell_sizes.shape
-            heldout = np.zeros(R * T, dtype=bool)
-            heldout[rng.choice(R * T, size=max(1, round(0.1 * R * T)), replace=False)] = True
-            heldout = heldout.reshape(R, T)
-            counts = q.cell_matrix(q.statistic(recs))
-            n_test = float(q.cell_sizes[heldout].sum())
+            q, recs, heldout, counts, n_test = split_data(
+                rng, regime, s["true_states"], s["regions"], s["times"][regime])
             for K, label in ((1, "naive Bayes"), (s["states"], f"HMM K={s['states']}")):
                 model = HiddenMarkovNB(K, q.n_levels)
                 if K == 1:

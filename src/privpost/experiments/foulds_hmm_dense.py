@@ -41,22 +41,14 @@ def run(splits=(0,), epsilons=(0.1, 0.3, 1.0, 3.0, 10.0), *, max_seconds=600.0, 
 
     import privpost as pp
     from privpost.diagnostics import summarise, worst
-    from privpost.experiments.foulds_hmm import _fit, _states_used, heldout_loglik
+    from privpost.experiments.foulds_hmm import _fit, _states_used, heldout_loglik, split_data
     from privpost.mechanisms import Laplace
-    from privpost.models.hmm import HiddenMarkovNB, simulate_warlogs
+    from privpost.models.hmm import HiddenMarkovNB
 
     rng = np.random.default_rng(seed)
     rows = []
     for split in range(max(splits) + 1):
-        data = simulate_warlogs("dense", n_states=3, n_regions=5, n_times=59,
-                                seed=rng.integers(2**31))
-        q, recs = data["query"], data["records"]
-        R, T = q.cell_sizes.shape
-        heldout = np.zeros(R * T, dtype=bool)
-        heldout[rng.choice(R * T, size=max(1, round(0.1 * R * T)), replace=False)] = True
-        heldout = heldout.reshape(R, T)
-        counts = q.cell_matrix(q.statistic(recs))
-        n_test = float(q.cell_sizes[heldout].sum())
+        q, recs, heldout, counts, n_test = split_data(rng, "dense", 3, 5, 59)
         for K in (1, states):
             # naive Bayes (K = 1) draws its release and fits' seeds too: consume them alike
             rng.integers(2**31)                  # the non-private fit's release
