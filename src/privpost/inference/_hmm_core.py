@@ -414,6 +414,50 @@ def _t_logq(v, mu, L, m, c, nu, y):
 
 
 @njit(cache=True, nogil=True)
+def _shifted_block(cur, N, t_old, t_new, out):
+    """The residual-shift image of one cell's counts of one feature: ``out[j] = cur[j] -
+    round(N t_old[j]) + round(N t_new[j])`` for every level but the last, which takes the rest
+    of ``N`` (the residuals held, the bijection of COUNTS.md piece 2). All arrays ``(J,)``.
+    Returns ``False`` when a count would be negative or positive at a level of zero
+    probability (the move is then rejected); ``out`` is filled up to that level."""
+    J = cur.shape[0]
+    rest = N
+    for j in range(J):
+        if j < J - 1:
+            nj = cur[j] - math.floor(N * t_old[j] + 0.5) + math.floor(N * t_new[j] + 0.5)
+            rest -= nj
+        else:
+            nj = rest
+        if nj < 0.0 or (nj > 0.0 and not t_new[j] > 0.0):
+            return False
+        out[j] = nj
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _shifted_block_logr(cur, new, t_old, t_new, obs, w, l2):
+    """log of ``Mult(new | t_new) eta(obs - new) / (Mult(cur | t_old) eta(obs - cur))`` for one
+    cell's counts of one feature (the multinomial coefficient's ``N!`` cancels: both sum to
+    ``N``); ``eta`` the count noise (``l2``: ``-w z^2``, else ``-w |z|``). All arrays ``(J,)``;
+    levels with a zero count contribute no ``log t`` term."""
+    logr = 0.0
+    for j in range(cur.shape[0]):
+        c0 = cur[j]
+        nj = new[j]
+        if nj > 0.0:
+            logr += nj * math.log(t_new[j])
+        if c0 > 0.0:
+            logr -= c0 * math.log(t_old[j])
+        logr -= _lgamma_diff(c0 + 1.0, nj - c0)
+        ob = obs[j]
+        if l2:
+            logr -= w * ((ob - nj) ** 2 - (ob - c0) ** 2)
+        else:
+            logr -= w * (abs(ob - nj) - abs(ob - c0))
+    return logr
+
+
+@njit(cache=True, nogil=True)
 def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logstep, adapt,
                 stats, rng, reps, chol, mean, indep, qratio=1.0):
     """Non-centred "residual shift" moves of the count latent (COUNTS.md piece 2, per state and
@@ -524,34 +568,12 @@ def shift_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, log
             for c in range(C):
                 if not use[c] or z[c // Tt, c % Tt] != k or sizes[c] == 0:
                     continue
-                N = sizes[c]
-                rest = N
-                for j in range(J):
-                    if j < J - 1:
-                        nj = (counts[c, o + j] - math.floor(N * theta[k, o + j] + 0.5)
-                              + math.floor(N * tp[j] + 0.5))
-                        rest -= nj
-                    else:
-                        nj = rest
-                    if nj < 0.0:
-                        ok = False
-                        break
-                    newc[c, j] = nj
+                ok = _shifted_block(counts[c, o:o + J], sizes[c], theta[k, o:o + J], tp[:J],
+                                    newc[c, :J])
                 if not ok:
                     break
-                for j in range(J):
-                    cur = counts[c, o + j]
-                    nj = newc[c, j]
-                    if nj > 0.0:
-                        logr += nj * math.log(tp[j])
-                    if cur > 0.0:
-                        logr -= cur * math.log(theta[k, o + j])
-                    logr -= _lgamma_diff(cur + 1.0, nj - cur)
-                    ob = obs[c, o + j]
-                    if l2:
-                        logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
-                    else:
-                        logr -= w * (abs(ob - nj) - abs(ob - cur))
+                logr += _shifted_block_logr(counts[c, o:o + J], newc[c, :J], theta[k, o:o + J],
+                                            tp[:J], obs[c, o:o + J], w, l2)
         accepted = ok and (logr >= 0.0 or math.log(rng.random()) < logr)
         stats[0] += 1
         if ind:
@@ -756,33 +778,13 @@ def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l
             for d in range(D):
                 o = off[d]
                 J = levels[d]
-                rest = N
-                for j in range(J):
-                    if j < J - 1:
-                        nj = (counts[c, o + j] - math.floor(N * theta[old, o + j] + 0.5)
-                              + math.floor(N * theta[new, o + j] + 0.5))
-                        rest -= nj
-                    else:
-                        nj = rest
-                    if nj < 0.0 or (nj > 0.0 and not theta[new, o + j] > 0.0):
-                        ok = False
-                        break
-                    newc[o + j] = nj
+                ok = _shifted_block(counts[c, o:o + J], N, theta[old, o:o + J],
+                                    theta[new, o:o + J], newc[o:o + J])
                 if not ok:
                     break
-                for j in range(J):
-                    cur = counts[c, o + j]
-                    nj = newc[o + j]
-                    if nj > 0.0:
-                        logr += nj * math.log(theta[new, o + j])
-                    if cur > 0.0:
-                        logr -= cur * math.log(theta[old, o + j])
-                    logr -= _lgamma_diff(cur + 1.0, nj - cur)
-                    ob = obs[c, o + j]
-                    if l2:
-                        logr -= w * ((ob - nj) ** 2 - (ob - cur) ** 2)
-                    else:
-                        logr -= w * (abs(ob - nj) - abs(ob - cur))
+                logr += _shifted_block_logr(counts[c, o:o + J], newc[o:o + J],
+                                            theta[old, o:o + J], theta[new, o:o + J],
+                                            obs[c, o:o + J], w, l2)
             stats[2] += 1
             if ok and (logr >= 0.0 or math.log(rng.random()) < logr):
                 stats[3] += 1
