@@ -14,7 +14,7 @@ from rich.table import Table
 
 from privpost.cli.methods import InferCommand as _InferCommand  # --method/--draws help
 from privpost.cli._common import (app, _check_overwrite, _emit_json, _fmt, _FORCE_HELP,
-                                  handles_errors, _load_release_or_set, out, _print_not_covered,
+                                  handles_errors, _load_release_or_set, out,
                                   _print_summary, _privacy_statement, _privacy_text)
 from privpost.errors import PrivpostError
 
@@ -165,10 +165,9 @@ def infer_cmd(
     else:
         _print_summary(post, level)
         _print_answers(answers, level)
-        if getattr(rel, "not_covered", ()):
+        if getattr(rel, "not_covered", ()):   # the statements are in the notes (infer())
             p = rel.total_privacy() if hasattr(rel, "total_privacy") else rel.privacy
             out.print(f"release privacy: {_privacy_text(p)}", highlight=False)
-            _print_not_covered(rel)
         if check is not None:
             _print_predictive(check)
         for path_written in (output, predictive_plot, plot):

@@ -85,7 +85,8 @@ def infer(model, release, method: str = "damcmc", **options):
     check = options.pop("predictive_check", True)
     if not isinstance(check, bool):
         raise PrivpostError(f"predictive_check must be True or False, got {check!r}")
-    return _model_notes(model, release, _infer(model, release, method, options), check)
+    post = _infer(model, release, method, options)
+    return _model_notes(model, release, _release_notes(release, post), check)
 
 
 if infer.__doc__:     # (python -OO strips docstrings)
@@ -93,6 +94,23 @@ if infer.__doc__:     # (python -OO strips docstrings)
 
 #: replicates of the automatic predictive check of a regression posterior (issue 23)
 CHECK_REPLICATES = 200
+
+
+def _release_notes(release, post):
+    """``post`` with what ``release`` publishes exactly that its guarantee does not cover
+    (:func:`privpost.releases.release.not_covered_notes`: the record count ``n`` of add/remove
+    releases, a domain read from the data, HMM cell sizes, ...; for a release set each
+    release's, prefixed by its index) appended to its notes, each once: a statement the method
+    already made in the same words is not repeated. Nothing for a release without statements
+    (most replace-one releases), ``None`` or a transcript."""
+    from privpost.releases.release import not_covered_notes
+
+    notes = getattr(post, "notes", None)
+    if isinstance(notes, list):
+        for note in not_covered_notes(release):
+            if note not in notes:
+                notes.append(note)
+    return post
 
 
 def _model_notes(model, release, post, check=True):
