@@ -115,12 +115,15 @@ def _release_notes(release, post):
 
 def _model_notes(model, release, post, check=True):
     """``post`` with the model's statement of what it assumes (``model.covariate_note()``,
-    LinearRegression's covariate law: issue 23) appended to its notes and, when ``check``, a
+    LinearRegression's covariate law: issue 23; unless the method made its own, starting with
+    ``"covariate model: "``, because it does not use that law as stated) appended to its
+    notes and, when ``check``, a
     posterior predictive check of the released statistic (:data:`CHECK_REPLICATES`
     replicates, fixed seed; :mod:`privpost.predictive`): joint p < 0.01 gives a
     :class:`~privpost.errors.ModelFitWarning` and a note starting ``"MODEL MISFIT"`` (as does a
     normal covariate law with less than half its mass inside the release's bounds,
-    ``model.covariate_mismatch``). Other models: ``post`` unchanged."""
+    ``model.covariate_mismatch``; not when the method says it does not use the law). Other
+    models: ``post`` unchanged."""
     import warnings
 
     import numpy as np
@@ -133,11 +136,16 @@ def _model_notes(model, release, post, check=True):
     notes = getattr(post, "notes", None)
     if not callable(note_of) or not isinstance(notes, list):
         return post
-    note = note_of()
-    if note not in notes:
-        notes.append(note)
+    from privpost.models.linear_regression import COVARIATE_NOTE, COVARIATE_UNUSED
+
+    # a method that does not use the law as the model states it has said what applies
+    # (gibbs-ss with released covariate moments, naive's plug-in): one covariate note only
+    if not any(n.startswith(COVARIATE_NOTE) for n in notes):
+        notes.append(note_of())
+    unused = any(n.startswith(COVARIATE_UNUSED) for n in notes)
     mismatch_of = getattr(model, "covariate_mismatch", None)
-    mismatch = mismatch_of(getattr(release, "query", None)) if callable(mismatch_of) else None
+    mismatch = (mismatch_of(getattr(release, "query", None))
+                if callable(mismatch_of) and not unused else None)
     if mismatch:
         mismatch = "MODEL MISFIT: " + mismatch
     if mismatch and mismatch not in notes:
