@@ -207,7 +207,8 @@ def _load_release_or_set(path: Path):
 _SUMMARY_COLUMNS = ("mean", "sd", "q{lo}", "q{hi}", "mcse_mean", "ess_bulk", "ess_tail", "r_hat")
 
 
-def _print_summary(post, level: float = 0.9) -> None:
+def _print_summary(post, level: float = 0.9, skip=()) -> None:
+    """The posterior table and its notes (``skip``: notes the caller prints elsewhere)."""
     from rich import box
 
     table = post.summary_rows(level=level)   # no pandas import: a quick command
@@ -236,7 +237,7 @@ def _print_summary(post, level: float = 0.9) -> None:
     from privpost.names import named_text
     from privpost.releases.release import NOT_COVERED
 
-    for note in (named_text(n, post.axes) for n in post.notes):
+    for note in (named_text(n, post.axes) for n in post.notes if n not in skip):
         if note.startswith(("NOT CONVERGED", "MODEL MISFIT")):
             out.print(f"[bold white on red]WARNING:[/] [bold red]{escape(note)}[/]", highlight=False)
         elif note.startswith(NOT_COVERED):     # as _print_not_covered prints it
