@@ -591,7 +591,7 @@ def test_registry_and_from_dict_errors():
     assert set(QUERIES) == {"sum", "mean", "histogram", "naive_bayes_counts",
                             "regression_stats", "covariate_moments", "truncated_sum",
                             "censored_log_mean", "threshold_score", "marginal_tables",
-                            "cell_counts"}
+                            "cell_counts", "cell_sizes"}
     with pytest.raises(ReleaseError, match="query.type"):
         query_from_dict({"bounds": [0, 1]})
     with pytest.raises(ReleaseError, match="unknown query type"):

@@ -43,7 +43,8 @@ __all__ = ["split_column_args", "parse_named", "parse_cliques", "columns_needed"
 
 #: query kinds made by their own command (their release is more than one query's flags)
 OTHER_COMMANDS = {"threshold_score": "privpost dpss (with censored_log_mean: the DPss release)",
-                  "cell_counts": "privpost release-cells"}
+                  "cell_counts": "privpost release-cells",
+                  "cell_sizes": "the Python API (privpost.queries.cell_sizes.CellSizes)"}
 
 # the privacy parameterisations each mechanism accepts from flags (besides --scale)
 MECHANISM_TARGETS = {
@@ -438,6 +439,7 @@ QUERY_FLAGS = {
     "censored_log_mean": "--column p1 p2 p3 --threshold A [--n N]",
     "threshold_score": "made by privpost dpss",
     "cell_counts": "made by privpost release-cells",
+    "cell_sizes": "Python API only: privpost.queries.cell_sizes.CellSizes",
 }
 
 

@@ -42,6 +42,7 @@ the shared parameter/record helpers), and this package above them (the registry)
 * :mod:`~privpost.queries.censored_log_mean` -- :class:`CensoredLogMean`
 * :mod:`~privpost.queries.threshold_score` -- :class:`ThresholdScore` (DPss score, seed 002)
 * :mod:`~privpost.queries.cell_counts` -- :class:`CellCounts` (HMM cell counts, seed 004)
+* :mod:`~privpost.queries.cell_sizes` -- :class:`CellSizes` (their cell sizes, for a private release)
 * :mod:`~privpost.queries.marginal_tables` -- :class:`MarginalTables` (clique tables, seed 003)
 
 :data:`QUERIES` maps each ``Query.name`` to its class; :func:`query_from_dict` dispatches on it.
@@ -52,6 +53,7 @@ from __future__ import annotations
 from privpost.errors import ReleaseError
 from privpost.queries.base import NEIGHBOURS, NORMS, Query
 from privpost.queries.cell_counts import CellCounts
+from privpost.queries.cell_sizes import CellSizes
 from privpost.queries.censored_log_mean import CensoredLogMean
 from privpost.queries.histogram import Histogram
 from privpost.queries.marginal_tables import MarginalTables
@@ -73,6 +75,7 @@ __all__ = [
     "CensoredLogMean",
     "ThresholdScore",
     "CellCounts",
+    "CellSizes",
     "MarginalTables",
     "QUERIES",
     "query_from_dict",
@@ -84,7 +87,8 @@ __all__ = [
 QUERIES: dict[str, type[Query]] = {
     cls.name: cls
     for cls in (Sum, Mean, Histogram, NaiveBayesCounts, RegressionStats, CovariateMoments,
-                TruncatedSum, CensoredLogMean, MarginalTables, ThresholdScore, CellCounts)
+                TruncatedSum, CensoredLogMean, MarginalTables, ThresholdScore, CellCounts,
+                CellSizes)
 }
 
 
