@@ -254,8 +254,10 @@ def test_cli_declares_covariates_and_reports_a_misfit(tmp_path):
     assert any(n.startswith("MODEL MISFIT: covariate model contradicts") for n in notes)
     notes = infer("linear-regression:sigma2=1,covariates=bernoulli;uniform",
                   "--option", "predictive_check=false")
-    assert ("covariate model: x1 ~ Bernoulli(q_x1) with q_x1 ~ Beta(1, 1) learned (conjugate "
-            "update); x2 ~ U(0, 4) (independent across kinds)") in notes
+    # naive states what it does with q_x1 (a plug-in of the noisy sum: test_covariate_notes)
+    assert ("covariate model: x1 ~ Bernoulli(q_x1) with q_x1 ~ Beta(1, 1) learned by the "
+            "plug-in Beta(a + s, b + n - s), s the column's noisy sum (X'X's intercept row) "
+            "clipped to [0, n]; x2 ~ U(0, 4) (independent across kinds)") in notes
     assert not any("predictive check" in n for n in notes)
     res = runner.invoke(app, ["infer", str(path), "--model",
                               "linear-regression:sigma2=1,covariates=bernoulli;unifrm"])

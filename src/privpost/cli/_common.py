@@ -157,9 +157,10 @@ def _parse_bounds(text: str) -> tuple[float, float]:
 
 def _not_covered_notes(doc) -> list[str]:
     """What a release (set) publishes exactly that its stated guarantee does not cover, as
-    notes (:meth:`privpost.queries.Query.not_covered`: the HMM cell sizes)."""
-    return [f"NOT covered by the privacy guarantee: {text}"
-            for text in getattr(doc, "not_covered", ())]
+    notes (:func:`privpost.releases.release.not_covered_notes`, as in the posterior notes)."""
+    from privpost.releases.release import not_covered_notes
+
+    return not_covered_notes(doc)
 
 
 def _print_not_covered(doc) -> None:
@@ -206,7 +207,8 @@ def _load_release_or_set(path: Path):
 _SUMMARY_COLUMNS = ("mean", "sd", "q{lo}", "q{hi}", "mcse_mean", "ess_bulk", "ess_tail", "r_hat")
 
 
-def _print_summary(post, level: float = 0.9) -> None:
+def _print_summary(post, level: float = 0.9, skip=()) -> None:
+    """The posterior table and its notes (``skip``: notes the caller prints elsewhere)."""
     from rich import box
 
     table = post.summary_rows(level=level)   # no pandas import: a quick command
@@ -233,10 +235,13 @@ def _print_summary(post, level: float = 0.9) -> None:
     finally:
         out.width = width
     from privpost.names import named_text
+    from privpost.releases.release import NOT_COVERED
 
-    for note in (named_text(n, post.axes) for n in post.notes):
+    for note in (named_text(n, post.axes) for n in post.notes if n not in skip):
         if note.startswith(("NOT CONVERGED", "MODEL MISFIT")):
             out.print(f"[bold white on red]WARNING:[/] [bold red]{escape(note)}[/]", highlight=False)
+        elif note.startswith(NOT_COVERED):     # as _print_not_covered prints it
+            out.print(f"[bold red]{escape(note)}[/]", highlight=False)
         else:
             out.print(f"[dim]note:[/] {escape(note)}", highlight=False)
 

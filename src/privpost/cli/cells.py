@@ -79,15 +79,11 @@ def register(app: typer.Typer, handles_errors, out) -> None:
             raise
         except (ValueError, TypeError, KeyError) as exc:
             raise PrivpostError(f"mechanism: {exc}") from None
+        # the parts of the domain read from the file ("domain_from_data", stated with the
+        # guarantee wherever it is printed: privpost.releases.release.unprotected) come from
+        # the library (LongData.metadata); feature levels are always the file's distinct
+        # values here (no option declares them)
         meta = {"source": Path(data).name, **data_.metadata()}
-        if regions is None or times is None:
-            meta["domain_note"] = ("region/time codes taken from the confidential file: the "
-                                   "grid is data-dependent and not covered by the guarantee")
-        # stated with the guarantee wherever it is printed (privpost.release.unprotected);
-        # feature levels are always the file's distinct values (no option declares them)
-        meta["domain_from_data"] = ([f"{w} codes" for w, d in (("region", regions),
-                                                              ("time", times)) if d is None]
-                                    + [f"levels of feature {f!r}" for f in feats])
         q = data_.query()
         rel = release(data_.records, query=q, mechanism=mech, seed=seed, metadata=meta)
         rel.save(output)

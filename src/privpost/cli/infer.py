@@ -14,7 +14,8 @@ from rich.table import Table
 
 from privpost.cli.methods import InferCommand as _InferCommand  # --method/--draws help
 from privpost.cli._common import (app, _check_overwrite, _emit_json, _fmt, _FORCE_HELP,
-                                  handles_errors, _load_release_or_set, out, _print_not_covered,
+                                  handles_errors, _load_release_or_set, out, _not_covered_notes,
+                                  _print_not_covered,
                                   _print_summary, _privacy_statement, _privacy_text)
 from privpost.errors import PrivpostError
 
@@ -163,9 +164,12 @@ def infer_cmd(
                     "predictive": check.to_dict() if check is not None else None,
                     **answers})
     else:
-        _print_summary(post, level)
+        # the release's not-covered statements (in the notes: infer()) are printed once, under
+        # the guarantee they qualify
+        said = _not_covered_notes(rel)
+        _print_summary(post, level, skip=said)
         _print_answers(answers, level)
-        if getattr(rel, "not_covered", ()):
+        if said:
             p = rel.total_privacy() if hasattr(rel, "total_privacy") else rel.privacy
             out.print(f"release privacy: {_privacy_text(p)}", highlight=False)
             _print_not_covered(rel)

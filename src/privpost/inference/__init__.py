@@ -85,7 +85,8 @@ def infer(model, release, method: str = "damcmc", **options):
     check = options.pop("predictive_check", True)
     if not isinstance(check, bool):
         raise PrivpostError(f"predictive_check must be True or False, got {check!r}")
-    return _model_notes(model, release, _infer(model, release, method, options), check)
+    post = _infer(model, release, method, options)
+    return _model_notes(model, release, _release_notes(release, post), check)
 
 
 if infer.__doc__:     # (python -OO strips docstrings)
@@ -95,14 +96,34 @@ if infer.__doc__:     # (python -OO strips docstrings)
 CHECK_REPLICATES = 200
 
 
+def _release_notes(release, post):
+    """``post`` with what ``release`` publishes exactly that its guarantee does not cover
+    (:func:`privpost.releases.release.not_covered_notes`: the record count ``n`` of add/remove
+    releases, a domain read from the data, HMM cell sizes, ...; for a release set each
+    release's, prefixed by its index) appended to its notes, each once: a statement the method
+    already made in the same words is not repeated. Nothing for a release without statements
+    (most replace-one releases), ``None`` or a transcript."""
+    from privpost.releases.release import not_covered_notes
+
+    notes = getattr(post, "notes", None)
+    if isinstance(notes, list):
+        for note in not_covered_notes(release):
+            if note not in notes:
+                notes.append(note)
+    return post
+
+
 def _model_notes(model, release, post, check=True):
     """``post`` with the model's statement of what it assumes (``model.covariate_note()``,
-    LinearRegression's covariate law: issue 23) appended to its notes and, when ``check``, a
+    LinearRegression's covariate law: issue 23; unless the method made its own, starting with
+    ``"covariate model: "``, because it does not use that law as stated) appended to its
+    notes and, when ``check``, a
     posterior predictive check of the released statistic (:data:`CHECK_REPLICATES`
     replicates, fixed seed; :mod:`privpost.predictive`): joint p < 0.01 gives a
     :class:`~privpost.errors.ModelFitWarning` and a note starting ``"MODEL MISFIT"`` (as does a
     normal covariate law with less than half its mass inside the release's bounds,
-    ``model.covariate_mismatch``). Other models: ``post`` unchanged."""
+    ``model.covariate_mismatch``; not when the method says it does not use the law). Other
+    models: ``post`` unchanged."""
     import warnings
 
     import numpy as np
@@ -115,11 +136,16 @@ def _model_notes(model, release, post, check=True):
     notes = getattr(post, "notes", None)
     if not callable(note_of) or not isinstance(notes, list):
         return post
-    note = note_of()
-    if note not in notes:
-        notes.append(note)
+    from privpost.models.linear_regression import COVARIATE_NOTE, COVARIATE_UNUSED
+
+    # a method that does not use the law as the model states it has said what applies
+    # (gibbs-ss with released covariate moments, naive's plug-in): one covariate note only
+    if not any(n.startswith(COVARIATE_NOTE) for n in notes):
+        notes.append(note_of())
+    unused = any(n.startswith(COVARIATE_UNUSED) for n in notes)
     mismatch_of = getattr(model, "covariate_mismatch", None)
-    mismatch = mismatch_of(getattr(release, "query", None)) if callable(mismatch_of) else None
+    mismatch = (mismatch_of(getattr(release, "query", None))
+                if callable(mismatch_of) and not unused else None)
     if mismatch:
         mismatch = "MODEL MISFIT: " + mismatch
     if mismatch and mismatch not in notes:

@@ -689,8 +689,10 @@ def build_problem(model, release, covariate_moments=None, max_tries=10):
         notes.append(
             "covariate moments: the CovariateMoments release (Gibbs-SS-Noisy): the noisy sums "
             "of the normalised covariates' monomials up to order 4, divided by n and projected "
-            "to a valid moment sequence, are used as the covariates' population moments; the "
-            "model's covariate law (m, S) is not used")
+            "to a valid moment sequence, are used as the covariates' population moments")
+        notes.append(model.covariate_note(
+            unused_by="gibbs-ss with covariate_moments='noisy' (the covariates' moments come "
+                      "from the CovariateMoments release)"))
         notes.append(
             "the moment release's noise is NOT modelled, as in the thesis (seed 003 §5.2.4.4: "
             "'we do not perform inference over the noisy sample moments'), nor the sampling "

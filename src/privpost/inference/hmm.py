@@ -45,7 +45,8 @@
 
 Every method conditions on the published cell sizes ``N[r, t]``, which the CellCounts release
 publishes exactly (a public parameter of the query, not covered by the release's guarantee);
-the posterior notes say so (:data:`CELL_SIZES_NOTE`).
+the posterior notes say so (:data:`CELL_SIZES_NOTE`; the "NOT covered by the privacy
+guarantee" statement itself is the release's, added by :func:`privpost.infer`).
 * ``"ops"`` -- one-posterior-sample mechanism run on the *confidential* reports (``records=``
   required, a simulation-study tool like :mod:`privpost.inference.ops`): Gibbs on the tempered
   posterior with every emission distribution truncated to ``theta_j >= a0_d = 1 / (M K_d)``.
@@ -146,10 +147,11 @@ _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hol
 _SHIFT_REPS = 10               # residual-shift moves of each state's emissions per iteration
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
 
-#: the posterior notes of every HMM method: the cell sizes are published exactly
-CELL_SIZES_NOTE = ("conditions on the published cell sizes N[r,t], released without noise (a "
-                   "public parameter of the CellCounts query: not protected by the release's "
-                   "guarantee)")
+#: the posterior notes of every HMM method: what it conditions on (that the cell sizes are not
+#: covered by the release's guarantee is the release's own statement, which ``infer`` adds to
+#: the notes of every posterior: :func:`privpost.releases.release.not_covered_notes`)
+CELL_SIZES_NOTE = ("conditions on the published cell sizes N[r,t], released without noise "
+                   "(public parameters of the CellCounts query)")
 
 
 def _core():

@@ -135,11 +135,13 @@ def project_statistic(model, release, notes: list | None = None) -> dict:
                         "eigenvalue clipping keeping n and the sums)"))
         XtX, Xty, yty = reg.original_stats(query, s_t, n, reg.Scaling.from_query(query))
         law = model._cov
-        if law.learned:
-            notes.append("learned covariate probabilities: a Bernoulli column's q from Beta(a + s, "
-                         "b + n - s) with s its noisy sum (X'X's intercept row) clipped to "
-                         "[0, n]; a categorical column's probabilities from their prior (a "
-                         "regression release holds no level counts)")
+        if law.learned:     # what naive does with them, in the covariate note (one per post)
+            notes.append(model.covariate_note(how={
+                law.param_name(j): (
+                    "learned by the plug-in Beta(a + s, b + n - s), s the column's noisy sum "
+                    "(X'X's intercept row) clipped to [0, n]" if law.kinds[j] == "bernoulli"
+                    else "NOT learned: drawn from this prior (a regression release holds no "
+                    "level counts)") for j in law.learned}))
         return {"XtX": 0.5 * (XtX[0] + XtX[0].T), "Xty": Xty[0], "yty": float(yty[0])}
     raise IncompatibleError(f"naive has no conjugate update for {type(model).__name__}; "
                             "supported: BetaBernoulli, DirichletCategorical, ExponentialGamma, "

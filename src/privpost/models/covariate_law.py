@@ -297,8 +297,12 @@ class CovariateLaw:
                                     for k, c in zip(self.kinds, self.conc)]
         return d
 
-    def describe(self) -> str:
-        """One line per column law, e.g. ``x1 ~ Bernoulli(0.5); x2 ~ U(0, 10)``."""
+    def describe(self, how: dict | None = None) -> str:
+        """One line per column law, e.g. ``x1 ~ Bernoulli(0.5); x2 ~ U(0, 10)``. A learned
+        column's probabilities are said to be ``"learned (conjugate update)"`` unless ``how``
+        maps its parameter name (``"q_x1"``) to what the method does with them instead."""
+        how = how or {}
+        learned = "learned (conjugate update)"
         parts = []
         for j, kind in enumerate(self.kinds):
             if kind == "normal":
@@ -312,7 +316,7 @@ class CovariateLaw:
             elif kind == "bernoulli" and self.conc[j] is not None:
                 b, a = self.conc[j]
                 parts.append(f"x{j + 1} ~ Bernoulli({self.param_name(j)}) with {self.param_name(j)}"
-                             f" ~ Beta({a:g}, {b:g}) learned (conjugate update)")
+                             f" ~ Beta({a:g}, {b:g}) {how.get(self.param_name(j), learned)}")
             elif kind == "bernoulli":
                 parts.append(f"x{j + 1} ~ Bernoulli({self.probs[j][1]:g}) (fixed)")
             elif self.conc[j] is not None:
@@ -322,7 +326,8 @@ class CovariateLaw:
                       "Dirichlet(" + ", ".join(f"{v:g}" for v in c[:6])
                       + (", ..." if c.size > 6 else "") + ")")
                 parts.append(f"x{j + 1} ~ Categorical({self.param_name(j)}) on {lo:g}..{hi:g} "
-                             f"with {self.param_name(j)} ~ {pr} learned (conjugate update)")
+                             f"with {self.param_name(j)} ~ {pr} "
+                             f"{how.get(self.param_name(j), learned)}")
             else:
                 lo, hi = self.bounds[j]
                 parts.append(f"x{j + 1} ~ Categorical on {lo:g}..{hi:g} (fixed probabilities)")

@@ -15,7 +15,13 @@ from privpost.errors import DataError, PrivpostError
 from privpost.models.base import (Model, as_rng, finite_float, float_array, positive_float,
                                   positive_int, query_attr, register_model, spd_matrix)
 
-__all__ = ["LinearRegression", "regression_p"]
+__all__ = ["LinearRegression", "regression_p", "COVARIATE_NOTE", "COVARIATE_UNUSED"]
+
+#: how every posterior note on the covariate law starts (:meth:`LinearRegression.covariate_note`;
+#: one such note per posterior)
+COVARIATE_NOTE = "covariate model: "
+#: ... and how it starts when the method does not use the law (then followed by the method)
+COVARIATE_UNUSED = COVARIATE_NOTE + "not used by "
 
 _LOG_2PI = math.log(2.0 * math.pi)
 _numeric = None
@@ -219,8 +225,20 @@ class LinearRegression(Model):
                      Psi0=self.Psi0.tolist())
         return d
 
-    def covariate_note(self) -> str:
-        """The covariate law in words, for posterior notes (issue 23: never silent)."""
+    def covariate_note(self, unused_by: str | None = None, how: dict | None = None) -> str:
+        """The covariate law in words, for posterior notes (issue 23: never silent), starting
+        with :data:`COVARIATE_NOTE`. :func:`privpost.infer` adds it to every posterior of this
+        model unless the method stated its own: a method that does not use the law as the
+        model states it says what applies instead, by the two arguments.
+
+        ``unused_by``: the method (and why) when the law plays no part in its posterior (e.g.
+        gibbs-ss taking the covariate moments from a release): the note then starts with
+        :data:`COVARIATE_UNUSED` and says that the learned probabilities (``q_x1``, ...) are
+        not inferred. ``how``: per learned parameter name, what the method does with it
+        instead of the conjugate update (naive: a plug-in, or the prior)."""
+        learned = [self._cov.param_name(j) for j in self._cov.learned]
+        if unused_by is not None:
+            how = {nm: "a priori" for nm in learned}
         if self.hyperprior == "niw":
             law = (f"x ~ N_{self.p}(m, S) with a normal-inverse-Wishart hyperprior on (m, S) "
                    "(every column normal)")
@@ -228,11 +246,15 @@ class LinearRegression(Model):
             law = f"x ~ N_{self.p}(m, S), m = {np.round(self.m, 4).tolist()}, S " + (
                 "= I" if np.array_equal(self.S, np.eye(self.p)) else "as given")
         else:
-            law = self._cov.describe() + " (independent across kinds)"
+            law = self._cov.describe(how) + " (independent across kinds)"
+        if unused_by is not None:
+            return (f"{COVARIATE_UNUSED}{unused_by}: the model's law ({law}) does not enter "
+                    "this posterior" + (f"; {', '.join(learned)} not inferred (no draws)"
+                                        if learned else ""))
         default = "" if self._cov.declared or self.hyperprior == "niw" else (
             " [the default: no column types declared; binary, bounded or categorical columns "
             "need covariates=..., e.g. covariates=bernoulli;uniform]")
-        return f"covariate model: {law}{default}"
+        return f"{COVARIATE_NOTE}{law}{default}"
 
     def covariate_mismatch(self, query) -> str | None:
         """A sentence when the fixed normal law puts less than half of a column's mass inside

@@ -230,15 +230,20 @@ class LongData:
     features : list of str
         Feature column names.
     cell_sizes : int64 array (R, T)
+    from_data : list of str
+        The parts of the domain read from the file rather than declared (``"region codes"``,
+        ``"time codes"``, ``"levels of feature 'x'"``): the distinct values of the confidential
+        data, published exactly by the release and not covered by its guarantee.
     """
 
-    def __init__(self, records, regions, times, levels, features, cell_sizes):
+    def __init__(self, records, regions, times, levels, features, cell_sizes, from_data=()):
         self.records = records
         self.regions = regions
         self.times = times
         self.levels = levels
         self.features = features
         self.cell_sizes = cell_sizes
+        self.from_data = list(from_data)
 
     def query(self) -> CellCounts:
         """The :class:`CellCounts` query of these reports (public cell sizes included)."""
@@ -246,9 +251,22 @@ class LongData:
                           columns=["region", "time", *self.features])
 
     def metadata(self) -> dict[str, Any]:
-        """Public domain names, for the release document's metadata."""
-        return {"regions": self.regions, "times": self.times,
-                "levels": {f: lv for f, lv in zip(self.features, self.levels)}}
+        """The release document's metadata: the public domain names and, when part of the
+        domain was read from the file (:attr:`from_data`), ``"domain_from_data"`` listing it
+        (:data:`privpost.releases.release.DOMAIN_FROM_DATA`: every command and every posterior
+        made from the release states it as not covered by the guarantee) and, when the region
+        or time codes were, a ``"domain_note"`` sentence. ``privpost release-cells`` writes
+        exactly this; pass it as ``release(..., metadata=data.metadata())``."""
+        from privpost.releases.release import DOMAIN_FROM_DATA
+
+        meta: dict[str, Any] = {"regions": self.regions, "times": self.times,
+                                "levels": {f: lv for f, lv in zip(self.features, self.levels)}}
+        if any(part in ("region codes", "time codes") for part in self.from_data):
+            meta["domain_note"] = ("region/time codes taken from the confidential file: the "
+                                   "grid is data-dependent and not covered by the guarantee")
+        if self.from_data:
+            meta[DOMAIN_FROM_DATA] = list(self.from_data)
+        return meta
 
 
 def _domain(values: np.ndarray, declared, what: str, path) -> tuple[list[str], np.ndarray]:
@@ -348,4 +366,7 @@ def load_long_csv(path: str | Path, features: Sequence[str], *, region: str = "r
     records = np.column_stack([reg, tim, *codes]).astype(np.int64)
     R, T = len(reg_names), len(time_names)
     sizes = np.bincount(reg * T + tim, minlength=R * T).reshape(R, T).astype(np.int64)
-    return LongData(records, reg_names, time_names, lv_names, features, sizes)
+    # the parts of the domain not declared: the file's distinct values (module docstring)
+    from_data = ([f"{w} codes" for w, d in (("region", regions), ("time", times)) if d is None]
+                 + [f"levels of feature {f!r}" for f in features if levels.get(f) is None])
+    return LongData(records, reg_names, time_names, lv_names, features, sizes, from_data)

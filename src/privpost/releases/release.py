@@ -33,7 +33,8 @@ import numpy as np
 
 from privpost.errors import PrivpostError, ReleaseError
 
-__all__ = ["Release", "ReleaseSet", "release", "SCHEMA", "SET_SCHEMA", "NEIGHBOURS"]
+__all__ = ["Release", "ReleaseSet", "release", "SCHEMA", "SET_SCHEMA", "NEIGHBOURS",
+           "unprotected", "not_covered_notes", "NOT_COVERED"]
 
 SCHEMA = "privpost.release/1"
 SET_SCHEMA = "privpost.release-set/1"
@@ -88,6 +89,18 @@ def unprotected(query, neighbours: str, n: int, metadata=None) -> tuple[str, ...
                    "values of the file) and is published exactly: which values occur is not "
                    "covered by the guarantee (declare the public domain instead)")
     return tuple(out)
+
+
+#: how a not-covered statement is introduced wherever it is printed or kept (the CLI's release,
+#: declare, inspect, bundle and infer output; every posterior's notes: :func:`not_covered_notes`)
+NOT_COVERED = "NOT covered by the privacy guarantee: "
+
+
+def not_covered_notes(doc) -> list[str]:
+    """The not-covered statements of a release, release set or transcript (``doc.not_covered``:
+    :func:`unprotected`) as notes, each starting with :data:`NOT_COVERED`; ``[]`` for a
+    document without statements or without the attribute (``None``, penalty transcripts)."""
+    return [NOT_COVERED + str(text) for text in getattr(doc, "not_covered", ()) or ()]
 
 
 @dataclass(frozen=True, eq=False)
