@@ -92,7 +92,9 @@ _LAW_METHODS = ("update", "simulate", "log_likelihood", "log_prior", "prior_samp
 
 def _faithful(model, cls) -> bool:
     """Whether ``model``'s record law and prior are those of ``cls`` (a subclass that redefines
-    one of them is a different model: it keeps the record path)."""
+    one of them is a different model: it keeps the record path). ``cls`` is passed by the
+    model's own ``count_latent`` (the table builders import no model module: they sit below
+    the models)."""
     return all(getattr(type(model), nm, None) is getattr(cls, nm, None) for nm in _LAW_METHODS)
 
 
@@ -102,17 +104,16 @@ def _conditions(rels) -> str:
     return f"conditions on the public n = {n} and {what}"
 
 
-def bernoulli_table(model, release):
+def bernoulli_table(model, release, cls):
     """The 2-cell table ``c = (#{x = 0}, #{x = 1}) ~ Multinomial(n, (1 - theta, theta))`` of a
     :class:`privpost.models.BetaBernoulli` released by ``Sum`` / ``Mean`` queries, or ``None``.
 
     Theta update: ``Beta(a + c_1, b + c_0)`` (conjugate, exact). Non-centred move in
     ``v = logit(theta)`` (``|d theta / d v| = theta (1 - theta)``)."""
     from privpost.inference._count_table import Coordinates, CountTable
-    from privpost.models.bernoulli import BetaBernoulli
 
     rels = table_releases(release)
-    if rels is None or not _faithful(model, BetaBernoulli):
+    if rels is None or not _faithful(model, cls):
         return None
     blocks = _blocks(rels, np.array([0.0, 1.0]), ("sum", "mean"))
     if blocks is None:
@@ -156,16 +157,16 @@ def bernoulli_table(model, release):
                f"n = {n}); {_conditions(rels)}"))
 
 
-def categorical_table(model, release):
+def categorical_table(model, release, cls):
     """The K-cell table ``c ~ Multinomial(n, p)`` of a
     :class:`privpost.models.DirichletCategorical` released by ``Histogram`` queries, or
     ``None``. Theta update: ``Dirichlet(alpha + c)`` (conjugate, exact). Non-centred move in the
     model's additive log-ratio coordinates (its ``interweave_to_free`` protocol)."""
     from privpost.inference._count_table import Coordinates, CountTable
-    from privpost.models.categorical import DirichletCategorical, dirichlet_rows
+    from privpost.models._dirichlet_rows import dirichlet_rows
 
     rels = table_releases(release)
-    if rels is None or not _faithful(model, DirichletCategorical):
+    if rels is None or not _faithful(model, cls):
         return None
     K = model.k
     blocks = _blocks(rels, np.arange(K, dtype=np.int64), ("histogram",))
@@ -246,7 +247,7 @@ def _cells_block(query, dom):
     return sparse.csc_matrix((np.ones(J * m), (cells.ravel(), cols)), shape=(query.dim, J))
 
 
-def naive_bayes_table(model, release):
+def naive_bayes_table(model, release, cls):
     """The joint table of a :class:`privpost.models.NaiveBayesLogLinear` released by
     ``NaiveBayesCounts`` (one release or a ReleaseSet of them), or ``None``.
 
@@ -260,10 +261,9 @@ def naive_bayes_table(model, release):
     additive log-ratio coordinates of ``p`` (its ``interweave_to_free`` protocol)."""
     from privpost.inference._count_table import Coordinates, CountTable
 
-    from privpost.models.naive_bayes import NaiveBayesLogLinear
 
     rels = table_releases(release)
-    if rels is None or not _faithful(model, NaiveBayesLogLinear):
+    if rels is None or not _faithful(model, cls):
         return None
     levels = (model.n_classes,) + tuple(model.n_levels)
     J = joint_size(levels)
@@ -310,7 +310,7 @@ def naive_bayes_table(model, release):
     return law
 
 
-def mrf_table(model, release):
+def mrf_table(model, release, cls):
     """The joint table of a :class:`privpost.models.CliqueMRF` released by ``MarginalTables``
     (one release or a ReleaseSet of them, any cliques), or ``None``.
 
@@ -336,10 +336,9 @@ def mrf_table(model, release):
     from privpost.inference._count_occupied import OccupiedTable
     from privpost.inference._count_table import Coordinates
 
-    from privpost.models.mrf import CliqueMRF
 
     rels = table_releases(release)
-    if rels is None or not _faithful(model, CliqueMRF) or \
+    if rels is None or not _faithful(model, cls) or \
             any(getattr(r.query, "name", None) != "marginal_tables" for r in rels):
         return None
     J = joint_size(model.levels)

@@ -110,4 +110,4 @@ class BetaBernoulli(Model):
         ``Mean`` releases (or a ReleaseSet of them), else ``None``
         (:func:`privpost.models._count_tables.bernoulli_table`)."""
         from privpost.models._count_tables import bernoulli_table
-        return bernoulli_table(self, release)
+        return bernoulli_table(self, release, BetaBernoulli)

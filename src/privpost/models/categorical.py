@@ -6,34 +6,12 @@ import numpy as np
 from scipy.special import gammaln
 
 from privpost.errors import DataError, PrivpostError
+from privpost.models._dirichlet_rows import dirichlet_rows  # noqa: F401 (re-exported)
 from privpost.models._simplex_move import SimplexLogRatioMove
 from privpost.models.base import (Model, as_rng, float_array, positive_int, query_attr,
                                   register_model)
 
 __all__ = ["DirichletCategorical", "dirichlet_rows", "categorical_draw", "n_categories"]
-
-
-def dirichlet_rows(rng: np.random.Generator, alpha: np.ndarray) -> np.ndarray:
-    """Independent Dirichlet draws along the last axis of ``alpha`` (gamma normalisation)."""
-    if alpha.ndim == 1 and alpha.shape[0] <= 8:
-        # numpy's array-shape gamma has a large fixed cost; scalar draws are faster here and
-        # consume the stream identically
-        gl = [rng.standard_gamma(a) for a in alpha.tolist()]
-        tot = sum(gl)
-        if tot > 0:
-            return np.array([x / tot for x in gl])
-        g = np.array(gl)
-    else:
-        g = rng.standard_gamma(alpha)
-    s = g.sum(axis=-1, keepdims=True)
-    bad = ~(s > 0)
-    if np.any(bad):  # every gamma underflowed (tiny alphas): fall back to log-space draws
-        lg = np.log(rng.standard_gamma(alpha + 1.0)) + np.log1p(-rng.random(alpha.shape)) / alpha
-        lg -= lg.max(axis=-1, keepdims=True)
-        g2 = np.exp(lg)
-        g = np.where(bad, g2, g)
-        s = g.sum(axis=-1, keepdims=True)
-    return g / s
 
 
 def categorical_draw(rng: np.random.Generator, p: np.ndarray, n: int) -> np.ndarray:
@@ -180,7 +158,7 @@ class DirichletCategorical(SimplexLogRatioMove, Model):
         a ReleaseSet of them), else ``None``
         (:func:`privpost.models._count_tables.categorical_table`)."""
         from privpost.models._count_tables import categorical_table
-        return categorical_table(self, release)
+        return categorical_table(self, release, DirichletCategorical)
 
     def check_query(self, query):
         self._require_kind(query, {"histogram": "Histogram"})

@@ -360,7 +360,7 @@ class CliqueMRF(Model):
         :data:`privpost.models._count_tables.MAX_JOINT_CELLS` joint values
         (:func:`privpost.models._count_tables.mrf_table`)."""
         from privpost.models._count_tables import mrf_table
-        return mrf_table(self, release)
+        return mrf_table(self, release, CliqueMRF)
 
     def validate_records(self, records):
         arr = np.asarray(records)

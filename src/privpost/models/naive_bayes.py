@@ -9,7 +9,7 @@ from privpost.errors import DataError, PrivpostError
 from privpost.models._simplex_move import SimplexLogRatioMove
 from privpost.models.base import (Model, as_rng, float_array, positive_int, query_attr,
                                   register_model)
-from privpost.models.categorical import dirichlet_rows
+from privpost.models._dirichlet_rows import dirichlet_rows
 
 __all__ = ["NaiveBayesLogLinear"]
 
@@ -205,7 +205,7 @@ class NaiveBayesLogLinear(SimplexLogRatioMove, Model):
         :data:`privpost.models._count_tables.MAX_JOINT_CELLS` cells
         (:func:`privpost.models._count_tables.naive_bayes_table`)."""
         from privpost.models._count_tables import naive_bayes_table
-        return naive_bayes_table(self, release)
+        return naive_bayes_table(self, release, NaiveBayesLogLinear)
 
     # -------------------------------------------------------------- densities
     def log_likelihood(self, params, records):

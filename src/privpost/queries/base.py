@@ -15,6 +15,12 @@ from privpost.errors import DataError, PrivpostError, ReleaseError
 NORMS = ("l1", "l2")
 NEIGHBOURS = ("replace", "add-remove")
 
+#: metadata key listing the parts of a release's domain read from the confidential data (e.g.
+#: ``["region codes", "levels of feature 'smoker'"]``; written by ``privpost release-cells`` and
+#: :meth:`privpost.queries.cell_counts.LongData.metadata`; every command and posterior made from
+#: the release states them as not covered by the guarantee)
+DOMAIN_FROM_DATA = "domain_from_data"
+
 
 # --------------------------------------------------------------------------------------------
 # parameter helpers (public parameters -> ReleaseError naming the field)

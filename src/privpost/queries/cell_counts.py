@@ -253,11 +253,11 @@ class LongData:
     def metadata(self) -> dict[str, Any]:
         """The release document's metadata: the public domain names and, when part of the
         domain was read from the file (:attr:`from_data`), ``"domain_from_data"`` listing it
-        (:data:`privpost.releases.release.DOMAIN_FROM_DATA`: every command and every posterior
+        (:data:`privpost.queries.base.DOMAIN_FROM_DATA`: every command and every posterior
         made from the release states it as not covered by the guarantee) and, when the region
         or time codes were, a ``"domain_note"`` sentence. ``privpost release-cells`` writes
         exactly this; pass it as ``release(..., metadata=data.metadata())``."""
-        from privpost.releases.release import DOMAIN_FROM_DATA
+        from privpost.queries.base import DOMAIN_FROM_DATA
 
         meta: dict[str, Any] = {"regions": self.regions, "times": self.times,
                                 "levels": {f: lv for f, lv in zip(self.features, self.levels)}}

@@ -53,9 +53,6 @@ def _local(mechanism) -> bool:
     return getattr(mechanism, "name", None) == "randomized_response"
 
 
-#: metadata key listing the parts of a release's domain read from the confidential data (e.g.
-#: ``["region codes", "levels of feature 'smoker'"]``; written by ``privpost release-cells``)
-DOMAIN_FROM_DATA = "domain_from_data"
 
 
 def unprotected(query, neighbours: str, n: int, metadata=None) -> tuple[str, ...]:
@@ -73,6 +70,8 @@ def unprotected(query, neighbours: str, n: int, metadata=None) -> tuple[str, ...
     ``metadata`` comes from documents (hostile): only a list of strings is read, at most 20
     entries of at most 80 characters each.
     """
+    from privpost.queries.base import DOMAIN_FROM_DATA
+
     out = list(query.not_covered(neighbours))
     if neighbours == "add-remove":
         out.append(f"the record count n = {int(n)} is published exactly, without noise: under "
