@@ -28,40 +28,39 @@ _POLL_SECONDS = 0.05
 _JOIN_TIMEOUT = 60.0
 
 
-def run_threads(problem, fast, rngs, inits, opts, total, progress, plan, workers):
+def run_threads(chains, names, total, progress, plan, workers, *, round_robin, next_round,
+                progress_bar, chain_result):
     """Advance the chains of a compiled-driver run in ``workers`` threads.
+
+    The chain machinery is passed in by :func:`privpost.inference.damcmc.run` (this module
+    imports nothing of damcmc: it sits below it).
 
     Parameters
     ----------
-    problem : privpost.inference.damcmc._Problem
-    fast : privpost.inference._damcmc_fast.FastPath
-        The validated compiled functions (the driver must be the ``nogil`` one).
-    rngs : list of numpy.random.Generator
-        One stream per chain, length ``chains``.
-    inits : list
-        One initial value (or ``None``) per chain.
-    opts : dict
-        ``draws``, ``warmup``, ``thin`` as in ``damcmc.run``.
+    chains : list of privpost.inference._damcmc_fast.CompiledChain
+        The run's chains, made by ``damcmc._make_chains`` (the driver must be the ``nogil``
+        one); length ``C``.
+    names : list of str
+        The parameter names (``damcmc._Problem.names``), for the until-converged decision.
     total : int
         Iterations per chain of the first round (``warmup + draws * thin``).
     progress : bool
-        Show the Rich progress bar.
+        Show the progress bar.
     plan : privpost.inference._until.Plan or None
         Run until converged: decides after each round, in this thread, from every chain's
         draws; ``None`` runs one round.
     workers : int
-        Threads; chain ``c`` runs in thread ``c % workers`` (``2 <= workers <= chains``).
+        Threads; chain ``c`` runs in thread ``c % workers`` (``2 <= workers <= C``).
+    round_robin, next_round, progress_bar, chain_result
+        damcmc's ``_round_robin(chains, report, should_stop)`` (advances chains in blocks),
+        ``_next_round(plan, chains, names, bar) -> bool``, ``_Progress(enabled, total, chains)``
+        and ``_chain_result(chain) -> (chain id, result, max drift)``.
 
     Returns
     -------
     (list of (chain, result dict, max drift), bool)
         As ``damcmc._run_here``: each chain's results, and whether Ctrl-C stopped the run.
     """
-    from privpost.inference.damcmc import (_chain_result, _make_chains, _next_round, _Progress,
-                                          _round_robin)
-
-    chains = _make_chains(problem, fast, list(range(len(rngs))), rngs, inits, opts["draws"],
-                          opts["warmup"], opts["thin"])
     groups = [chains[w::workers] for w in range(workers)]
     chains[0].advance(0)    # load the driver here, before the threads call it (no iterations)
     done = [0] * len(chains)
@@ -77,13 +76,13 @@ def run_threads(problem, fast, rngs, inits, opts, total, progress, plan, workers
 
     def work(group):
         try:
-            _round_robin(group, report, should_stop)
+            round_robin(group, report, should_stop)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
             errors.append(exc)
             stop.set()
 
     interrupted = False
-    with _Progress(progress, total * len(chains), len(chains)) as bar:
+    with progress_bar(progress, total * len(chains), len(chains)) as bar:
         threads: list[threading.Thread] = []
         try:
             while True:
@@ -99,7 +98,7 @@ def run_threads(problem, fast, rngs, inits, opts, total, progress, plan, workers
                 bar.update(sum(done))
                 if errors:
                     raise errors[0]
-                if not _next_round(plan, chains, problem.names, bar):
+                if not next_round(plan, chains, names, bar):
                     break
         except KeyboardInterrupt:
             interrupted = True
@@ -107,4 +106,4 @@ def run_threads(problem, fast, rngs, inits, opts, total, progress, plan, workers
             for t in threads:
                 if t.ident is not None:
                     t.join(_JOIN_TIMEOUT)   # each returns after its current block (~0.1 s)
-    return [_chain_result(ch) for ch in chains], interrupted
+    return [chain_result(ch) for ch in chains], interrupted

@@ -1051,8 +1051,12 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
         # no worker processes to start and feed (privpost.inference._threads)
         from privpost.inference._threads import run_threads
 
-        results, interrupted = run_threads(problem, fast, rngs, inits, opts, total, progress,
-                                           plan, workers)
+        chain_objs = _make_chains(problem, fast, list(range(len(rngs))), rngs, inits,
+                                  opts["draws"], opts["warmup"], opts["thin"])
+        results, interrupted = run_threads(chain_objs, problem.names, total, progress, plan,
+                                           workers, round_robin=_round_robin,
+                                           next_round=_next_round, progress_bar=_Progress,
+                                           chain_result=_chain_result)
     else:
         results, interrupted = _run_pool(model, release, opts, rngs, inits, workers, total,
                                          progress, problem, plan)
