@@ -69,6 +69,18 @@ def _pos_int(value, name: str, minimum: int = 1) -> int:
     return ivalue
 
 
+def _feature_levels(value) -> tuple[int, ...]:
+    """``n_levels``: a non-empty list of level counts, one per feature, each an integer >= 2
+    (a :class:`ReleaseError` naming ``n_levels`` otherwise)."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise ReleaseError(_field("n_levels"),
+                           f"must be a list of level counts (one per feature), got {value!r}")
+    levels = tuple(_pos_int(j, "n_levels", minimum=2) for j in value)
+    if not levels:
+        raise ReleaseError(_field("n_levels"), "needs at least one feature")
+    return levels
+
+
 def _columns(value, default: tuple[str, ...]) -> tuple[str, ...]:
     if value is None:
         return default

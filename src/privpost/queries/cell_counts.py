@@ -55,8 +55,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from privpost.errors import DataError, ReleaseError
-from privpost.queries.base import (Query, _check_levels, _columns, _field, _integer_records,
-                                   _one_hot_sensitivity, _pos_int)
+from privpost.queries.base import (Query, _check_levels, _columns, _feature_levels, _field,
+                                   _integer_records, _one_hot_sensitivity)
 
 __all__ = ["CellCounts", "load_long_csv", "LongData"]
 
@@ -87,12 +87,7 @@ class CellCounts(Query):
     _required_fields = ("n_levels", "cell_sizes")
 
     def __init__(self, n_levels, cell_sizes, *, columns=None):
-        if isinstance(n_levels, (str, bytes)) or not hasattr(n_levels, "__iter__"):
-            raise ReleaseError(_field("n_levels"),
-                               f"must be a list of level counts (one per feature), got {n_levels!r}")
-        levels = tuple(_pos_int(j, "n_levels", minimum=2) for j in n_levels)
-        if not levels:
-            raise ReleaseError(_field("n_levels"), "needs at least one feature")
+        levels = _feature_levels(n_levels)
         if len(levels) > 1000 or sum(levels) > 10**6:
             raise ReleaseError(_field("n_levels"), "too many features or levels (at most 1000 "
                                "features and 10^6 levels in total)")

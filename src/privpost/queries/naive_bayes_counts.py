@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privpost.errors import ReleaseError
-from privpost.queries.base import (Query, _field, _pos_int, _columns, _dim,
+from privpost.queries.base import (Query, _feature_levels, _pos_int, _columns, _dim,
                                     _one_hot_sensitivity, _check_levels, _integer_records, _safe_shape)
 
 # --------------------------------------------------------------------------------------------
@@ -39,12 +38,7 @@ class NaiveBayesCounts(Query):
 
     def __init__(self, n_classes, n_levels, *, columns=None):
         self.n_classes = _pos_int(n_classes, "n_classes", minimum=2)
-        if isinstance(n_levels, (str, bytes)) or not hasattr(n_levels, "__iter__"):
-            raise ReleaseError(_field("n_levels"),
-                               f"must be a list of level counts (one per feature), got {n_levels!r}")
-        levels = tuple(_pos_int(j, "n_levels", minimum=2) for j in n_levels)
-        if not levels:
-            raise ReleaseError(_field("n_levels"), "needs at least one feature")
+        levels = _feature_levels(n_levels)
         _dim(self.n_classes * sum(levels), "n_levels")
         self.n_levels = levels
         K = len(levels)
