@@ -204,6 +204,20 @@ def _pair_update(i, j, c, log_p, cell_ptr, cell_coord, cell_coef, w, l2, r, b_id
 
 
 @njit(cache=True, nogil=True)
+def _group_partner(x, cell_grp, grp_ptr, grp_cells, rng):
+    """A cell drawn uniformly among the *other* cells of ``x``'s Multinomial group (one
+    ``rng.integers`` draw over ``size - 1`` slots; the slot of ``x`` itself stands for the
+    group's last cell)."""
+    g = cell_grp[x]
+    g0 = grp_ptr[g]
+    size = grp_ptr[g + 1] - g0
+    y = grp_cells[g0 + rng.integers(0, size - 1)]
+    if y == x:
+        y = grp_cells[g0 + size - 1]
+    return y
+
+
+@njit(cache=True, nogil=True)
 def pair_sweep(c, log_p, n_pairs, unit_frac, eligible, el_pos, fen, cell_grp, grp_ptr,
                grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w,
                b_l2, rng):
@@ -249,20 +263,10 @@ def pair_sweep(c, log_p, n_pairs, unit_frac, eligible, el_pos, fen, cell_grp, gr
             if units <= 0.0:
                 continue        # every eligible cell is empty: every pair move is k = 0
             j = eligible[_fen_find(fen, np.floor(rng.random() * units))]
-            g = cell_grp[j]
-            g0 = grp_ptr[g]
-            size = grp_ptr[g + 1] - g0
-            i = grp_cells[g0 + rng.integers(0, size - 1)]
-            if i == j:
-                i = grp_cells[g0 + size - 1]
+            i = _group_partner(j, cell_grp, grp_ptr, grp_cells, rng)
         else:
             i = eligible[rng.integers(0, n_el)]
-            g = cell_grp[i]
-            g0 = grp_ptr[g]
-            size = grp_ptr[g + 1] - g0
-            j = grp_cells[g0 + rng.integers(0, size - 1)]
-            if j == i:
-                j = grp_cells[g0 + size - 1]
+            j = _group_partner(i, cell_grp, grp_ptr, grp_cells, rng)
         k = _pair_update(i, j, c, log_p, cell_ptr, cell_coord, cell_coef, w, l2, r, b_idx,
                          b_r, b_v, b_w, b_l2, rng)
         if k != 0.0:
