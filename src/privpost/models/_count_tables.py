@@ -368,7 +368,7 @@ def mrf_table(model, release, cls):
                            shape=(model.dim, J))        # the model's clique map (d, J)
     prec = np.eye(B.shape[1]) / model.prior_sd ** 2
 
-    def update(params, c, rng):
+    def update(params, c, rng, step=None):
         occ = np.flatnonzero(c > 0)
         Ao = Am[:, occ]
         counts = Ao @ c[occ]
@@ -378,8 +378,12 @@ def mrf_table(model, release, cls):
             L = np.linalg.cholesky(B.T @ H @ B + prec)
         else:
             L = None
+        if step is None:
+            return model.unflatten(model.update_counts(model.flatten(params), counts, float(n),
+                                                       rng, mass_chol=L))
         return model.unflatten(model.update_counts(model.flatten(params), counts, float(n), rng,
-                                                   mass_chol=L))
+                                                   mass_chol=L, step_size=step.eps,
+                                                   info=step.info))
 
     def fit(rng):
         # a chain's start: the ridge MLE (ridge 1/(2 sigma^2), the prior's) of the first
@@ -427,6 +431,7 @@ def mrf_table(model, release, cls):
         names=list(model.names), shapes=model.param_shapes, N=n, anchor=anchor,
         coords=coords, log_probs=log_probs, update=update, prior_sample=model.prior_sample,
         log_prior=model.log_prior, free=(to_free, from_free, lambda params: 0.0), fit=fit,
+        hmc_step=model.step_size,
         table=(f"joint count table c ~ Multinomial(n, p_theta) over the "
                f"{' x '.join(map(str, model.levels))} joint values ({J} cells, n = {n}); "
                f"{_conditions(rels)}"))

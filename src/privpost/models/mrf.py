@@ -285,7 +285,8 @@ class CliqueMRF(Model):
         theta = self.flatten(params)
         return self.unflatten(self.update_counts(theta, counts, N, rng))
 
-    def update_counts(self, theta, counts, N, rng, mass_chol=None) -> np.ndarray:
+    def update_counts(self, theta, counts, N, rng, mass_chol=None, step_size=None,
+                      info=None) -> np.ndarray:
         """One kernel step (see the module docstring) given the cell counts ``(d,)`` of ``N``
         records; returns the new flat ``theta``.
 
@@ -294,7 +295,13 @@ class CliqueMRF(Model):
         positive-definite mass that does not depend on ``theta`` keeps the step invariant for
         ``p(theta | counts)`` (e.g. one computed from the counts being conditioned on:
         :func:`privpost.models._count_tables.mrf_table`). ``None``: the default step, draw for
-        draw."""
+        draw.
+
+        ``step_size``: the HMC step (before its +-20 % jitter) instead of the model's
+        ``step_size`` (e.g. one adapted during a warm-up and then frozen:
+        :class:`privpost.inference._count_occupied.HMCStep`); ``info``: a dict that receives
+        ``"accept_prob"``, ``min(1, exp(H1 - H0))`` of this step (0 when the proposal is not
+        finite)."""
         B, lam = self.identified_basis()
         s = self.prior_sd
         xi = rng.standard_normal(self.dim)
@@ -326,7 +333,8 @@ class CliqueMRF(Model):
 
             def drift(e, v):
                 return e * minv(v)
-        eps = self.step_size * rng.uniform(0.8, 1.2)
+        eps = (self.step_size if step_size is None else float(step_size)) * \
+            rng.uniform(0.8, 1.2)
 
         def logp_grad(z):
             lp, g = self.log_posterior_counts(B @ z, counts, N)
@@ -344,6 +352,9 @@ class CliqueMRF(Model):
                 pn += eps * g
         pn += 0.5 * eps * g
         h1 = lp1 - 0.5 * kinetic(pn)
+        if info is not None:
+            info["accept_prob"] = float(math.exp(min(0.0, h1 - h0))) if np.isfinite(h1) \
+                else 0.0
         if np.isfinite(h1) and math.log(rng.random()) < h1 - h0:
             z = zn
         return B @ z + null
