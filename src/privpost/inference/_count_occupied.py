@@ -49,7 +49,7 @@ from numba import njit
 
 from privpost.errors import PrivpostError
 from privpost.inference._count_table import (MAX_SHIFT_DIM, CountTable, TableChain,
-                                             _pair_update, residuals)
+                                             _pair_update, log_eta, residuals, shift_log_ratio)
 
 __all__ = ["occupied_sweep", "n_pairs_for", "OccupiedTable", "HMCStep"]
 
@@ -222,7 +222,7 @@ class OccupiedTable(CountTable):
     """
 
     def __init__(self, *, N, anchor: int, n_pairs=None, n_shift: int = 2, fit=None,
-                 hmc_step=None, **kw):
+                 hmc_step=None, shift=None, **kw):
         J = kw["coords"].A.shape[1]
         anchor = int(anchor)
         if not 0 <= anchor < J:
@@ -240,6 +240,12 @@ class OccupiedTable(CountTable):
                 self.n_shift = int(n_shift)
         self.fit = fit
         self.hmc_step = None if hmc_step is None else float(hmc_step)
+        if shift is None:
+            shift = "quantile" if N <= J else "residual"
+        if shift not in ("quantile", "residual", "quantile-wrong"):
+            raise PrivpostError(f"count table: shift must be 'quantile' or 'residual', "
+                                f"got {shift!r}")
+        self.shift = shift
 
     def start(self, rng, start: str):
         """``(params, c)`` of one chain (the parent's, with ``fit`` for ``start="data"``)."""
@@ -265,7 +271,8 @@ class OccupiedTable(CountTable):
                       f"{min(hmc):.2f}-{max(hmc):.2f}")
         if self.n_shift:
             sh = [r["shift_accept"] for r in results]
-            return [f"{moves}, the theta update and {self.n_shift} residual-shift (non-centred) "
+            kind = "residual-shift" if self.shift == "residual" else "quantile-shift"
+            return [f"{moves}, the theta update and {self.n_shift} {kind} (non-centred) "
                     f"moves per iteration; shift acceptance after warm-up "
                     f"{min(sh):.2f}-{max(sh):.2f}"]
         return [f"{moves} and the theta update per iteration"]
@@ -295,7 +302,82 @@ class OccupiedTableChain(TableChain):
             self.step.record(adapting)
         self.lp = np.ascontiguousarray(law.log_probs(self.params), dtype=np.float64)
         if self.iw is not None:
-            self._shift(adapting)
+            if law.shift == "residual":
+                self._shift(adapting)
+            else:
+                self._quantile_shift(adapting)
+
+    def _quantile_shift(self, adapting: bool) -> None:
+        """``n_shift`` quantile-shift (non-centred) moves: the count-level analogue of the record
+        sampler's interweaving, for tables with fewer units than cells (where the residual shift
+        is idle: ``round(N p_j) = 0`` on almost every cell).
+
+        The units are records ``x_i = F_theta^{-1}(u_i)`` of i.i.d. uniforms ``u_i`` through the
+        inverse CDF of ``p_theta`` over the cells in their fixed (public) order, so the target
+        written in ``(theta, u)`` is ``p(theta) eta(s | A c(theta, u))`` on ``[0, 1]^N`` -- the
+        multinomial law is the law of the uniforms and does not depend on theta. One move:
+
+        1. ``u | theta, c``: each of the ``c_j`` units of cell ``j`` uniform on ``[F(j - 1),
+           F(j))`` (exact: the units' uniforms given their cells);
+        2. ``v' = v + s L z`` on the free coordinates (the residual shift's adapted proposal,
+           :class:`privpost.inference.damcmc._IWState`), ``theta' = from_free(theta, v')``;
+        3. ``c' = hist(F_theta'^{-1}(u))`` and accept with probability ``min(1, p(theta')
+           |d theta'/d v'| eta(s | A c') / (p(theta) |d theta/d v| eta(s | A c)))`` -- no
+           multinomial term (``shift="quantile-wrong"``, the tests' wrong variant, puts the
+           residual shift's ``Mult(c' | theta') / Mult(c | theta)`` in and counts the table's
+           information about theta twice).
+
+        Step 2-3 is a Metropolis step with a symmetric proposal on ``theta`` given ``u`` for the
+        ``(theta, u)`` target, and step 1 an exact Gibbs draw, so ``(theta, c)`` keeps its law.
+        Cost per move: ``O(J + N log J)``."""
+        law, iw, rng = self.law, self.iw, self.rng
+        to_free, from_free, log_jac = law.free
+        co = law.coords
+        N = int(law.totals[0])
+        params = self.params
+        v = np.asarray(to_free(params), dtype=np.float64)
+        lpr = float(law.log_prior(params)) + float(log_jac(params))
+        residuals(self.c, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, self.r)
+        le = log_eta(self.r, co.w, co.l2)
+        for _ in range(law.n_shift):
+            F = np.cumsum(np.exp(self.lp - self.lp.max()))
+            F /= F[-1]
+            lo = np.concatenate([[0.0], F[:-1]])
+            occ = np.flatnonzero(self.c > 0)
+            cells = np.repeat(occ, self.c[occ].astype(np.int64))
+            u = lo[cells] + (F[cells] - lo[cells]) * rng.random(N)
+            z = rng.standard_normal(iw.dim)
+            log_u = math.log1p(-rng.random())
+            vp = v + math.exp(iw.log_s) * (iw.chol @ z)
+            prop = from_free(params, vp)
+            lprp = float(law.log_prior(prop)) + float(log_jac(prop))
+            alpha = 0.0
+            if lprp > -math.inf:
+                lp_new = np.ascontiguousarray(law.log_probs(prop), dtype=np.float64)
+                Fn = np.cumsum(np.exp(lp_new - lp_new.max()))
+                Fn /= Fn[-1]
+                new = np.minimum(np.searchsorted(Fn, u, side="right"), law.J - 1)
+                c_new = np.bincount(new, minlength=law.J).astype(np.float64)
+                residuals(c_new, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, self.r_new)
+                le_new = log_eta(self.r_new, co.w, co.l2)
+                la = le_new - le + lprp - lpr
+                if law.shift == "quantile-wrong":
+                    la = shift_log_ratio(self.c, c_new, self.lp, lp_new, law.cell_ptr,
+                                         law.cell_coord, law.cell_coef, co.s, co.w, co.l2,
+                                         self.r, self.r_new) + lprp - lpr
+                if la != la:
+                    la = -math.inf
+                alpha = 1.0 if la >= 0 else math.exp(la)
+                if log_u < la:
+                    params, v, lpr, le = prop, vp, lprp, le_new
+                    self.c, self.lp = c_new, lp_new
+                    if not adapting:
+                        self.shift_acc += 1
+            if adapting:
+                iw.adapt(v, alpha)
+            else:
+                self.shift_prop += 1
+        self.params = params
 
     def result(self) -> dict:
         res = super().result()
