@@ -127,7 +127,10 @@ def test_mrf_table_uses_occupied_moves_and_the_shift_move():
     post = pp.infer(CliqueMRF([2, 2, 2], CL, prior_sd=1.0), _release(), method="damcmc",
                     latent="counts", draws=50, warmup=50, chains=2, seed=0, progress=False)
     assert any("pair moves among occupied cells" in n for n in post.notes), post.notes
-    assert any("residual-shift" in n for n in post.notes), post.notes
+    # N = 6 <= J = 8 records: the quantile shift (tests/test_count_mrf_loopy.py); above J units
+    # the residual shift
+    assert any("quantile-shift" in n for n in post.notes), post.notes
+    assert law.shift == "quantile" and _law(9, Laplace(epsilon=2.0)).shift == "residual"
 
 
 def _release():
