@@ -325,12 +325,16 @@ def mrf_table(model, release, cls):
     the update conditions on, so the kernel keeps ``p(theta | c)`` invariant). Measured on §9's
     chain1, N = 10^3, with ``c`` fixed: bulk ESS of the worst clique marginal 49 against 11 for
     the default diagonal mass (the Hessian at theta = 0, which overstates the information on
-    cells the data leave nearly empty), 450 iterations from the mode. Each chain starts at the
-    naive estimate of the release re-noised with fresh noise, its table drawn from the model
-    there (``OccupiedTable``'s ``fit``; each released table smoothed by one noise scale per
-    cell). Non-centred move in
+    cells the data leave nearly empty), 450 iterations from the mode; its step is adapted per
+    chain during the warm-up and frozen after (:class:`~privpost.inference._count_occupied.
+    HMCStep`). Each chain starts at the ridge MLE of the clique tables of one joint table fitted
+    (IPF) to the release re-noised with fresh noise, its table drawn from the model there
+    (``OccupiedTable``'s ``fit``; each released table smoothed by one noise scale per cell; the
+    noisy tables themselves are not fitted: on loopy graphs they lie outside the marginal
+    polytope and their MLE far out in the prior's tail, EXPERIMENTS §9.7). Non-centred move in
     ``v = B' theta``, the coordinates of the identified subspace (the unidentified component is
-    held; unit Jacobian). Pair moves among occupied cells, ``min(n, J)`` per iteration
+    held; unit Jacobian): the quantile shift when ``n <= J`` (units as inverse-CDF images of
+    uniforms held fixed), the residual shift above. Pair moves among occupied cells, ``min(n, J)`` per iteration
     (:class:`privpost.inference._count_occupied.OccupiedTable`: ``J = 3^10`` cells against
     ``n = 10^3`` records would otherwise spend almost every move on two empty cells)."""
     from privpost.inference._count_occupied import OccupiedTable
