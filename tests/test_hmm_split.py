@@ -127,3 +127,171 @@ def test_split_merge_without_the_proposal_ratio_fails(seed):
     exact, _, _ = _exact()
     out, _ = _run(seed, exact_ratio=False)
     assert _worst_z(out, exact) > 2 * K_MCSE
+
+
+# --------------------------------------------------------------------------------------------
+# inside the whole sampler: K = 3 labels on the 1 x 3 enumeration fixtures of tests/test_hmm.py
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("z_sampler", ["collapsed", "marginal"])
+def test_nonprivate_with_split_merge_matches_enumeration(z_sampler):
+    """Eq. 68-69 Gibbs on exact counts with 6 split-merge moves per iteration, K = 3."""
+    import warnings
+
+    import privpost as pp
+    from privpost.mechanisms import Laplace
+    from privpost.models.hmm import HiddenMarkovNB
+    from privpost.queries.cell_counts import CellCounts
+    from test_hmm import _chain_targets, _enumerate
+
+    sizes = np.array([[3, 2, 4]])
+    recs = np.array([[0, 0, 0], [0, 0, 2], [0, 0, 2], [0, 1, 1], [0, 1, 1],
+                     [0, 2, 0], [0, 2, 0], [0, 2, 2], [0, 2, 1]])
+    q = CellCounts([3], sizes)
+    rel = pp.release(recs, query=q, mechanism=Laplace(epsilon=1.0), seed=1)
+    model = HiddenMarkovNB(3, [3], alpha=0.7, beta=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = pp.infer(model, rel, method="nonprivate", records=recs, draws=5000, warmup=200,
+                        chains=3, seed=5, z_sampler=z_sampler, split_merge=6)
+    assert np.all(post.chain_stats.get("split_accept_rate", [1.0]) > 0.05)
+    same01, same12, theta_z0 = _chain_targets(post, 3)
+    counts = q.cell_matrix(q.statistic(recs))
+    exact = _enumerate([[(counts[c], 0.0)] for c in range(3)], 3, 0.7, 1.0, sizes)
+    zs = [_mcse_z(same01, exact["same01"]), _mcse_z(same12, exact["same12"])]
+    zs += [_mcse_z(theta_z0[..., j], exact["theta_z0"][j]) for j in range(3)]
+    assert max(abs(v) for v in zs) < K_MCSE, zs
+    wrong = _enumerate([[(counts[c], 0.0)] for c in range(3)], 3, 0.05, 1.0, sizes)
+    zw = [_mcse_z(same01, wrong["same01"]), _mcse_z(same12, wrong["same12"])]
+    assert max(abs(v) for v in zw) > K_MCSE, zw
+
+
+def test_count_level_damcmc_with_split_merge_matches_enumeration():
+    """The count-level damcmc (default moves) with 6 split-merge moves per iteration, K = 3,
+    Laplace noise: tests/test_hmm.py's enumeration of p(z, theta, n | obs); a wrong noise
+    scale fails."""
+    import warnings
+
+    import privpost as pp
+    from privpost.models.hmm import HiddenMarkovNB
+    from test_hmm import _chain_targets, _enumerate, _noisy_options, _release, SIZES as S3
+
+    obs = np.array([1.6, 0.2, -0.4, 1.3, 0.3, 2.2])
+    rel = _release(obs)
+    model = HiddenMarkovNB(3, [2], alpha=0.7, beta=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = pp.infer(model, rel, method="damcmc", draws=5000, warmup=300, chains=3, seed=11,
+                        keep_counts=True, split_merge=6)
+    assert np.all(post.chain_stats["split_accept_rate"] > 0.05)
+    same01, same12, theta_z0 = _chain_targets(post, 3)
+    counts = post.sample_stats["counts"][..., 1]
+    exact = _enumerate(_noisy_options(obs, 1.0), 3, 0.7, 1.0, S3)
+    zs = [_mcse_z(same01, exact["same01"]), _mcse_z(same12, exact["same12"]),
+          _mcse_z(theta_z0[..., 1], exact["theta_z0"][1])]
+    zs += [_mcse_z(counts[..., c], exact["counts"][c][1]) for c in range(3)]
+    assert max(abs(v) for v in zs) < K_MCSE, zs
+    wrong = _enumerate(_noisy_options(obs, 0.25), 3, 0.7, 1.0, S3)
+    zw = [_mcse_z(counts[..., c], wrong["counts"][c][1]) for c in range(3)]
+    zw.append(_mcse_z(theta_z0[..., 1], wrong["theta_z0"][1]))
+    assert max(abs(v) for v in zw) > K_MCSE, zw
+
+
+def test_split_merge_option_is_checked():
+    import privpost as pp
+    from privpost.errors import PrivpostError
+    from privpost.models.hmm import HiddenMarkovNB
+    from test_hmm import _release
+
+    rel = _release(np.array([1.6, 0.2, -0.4, 1.3, 0.3, 2.2]))
+    model = HiddenMarkovNB(3, [2])
+    for bad in (-1, 1.5, True, "3", 10**6):
+        with pytest.raises(PrivpostError, match="split_merge"):
+            pp.infer(model, rel, method="damcmc", draws=10, warmup=5, split_merge=bad)
+    with pytest.raises(PrivpostError, match="split_merge"):
+        pp.infer(model, rel, method="ops", records=np.zeros((5, 1), dtype=int), split_merge=2)
+
+
+# --------------------------------------------------------------------------------------------
+# the near-state proposal of the state-shift moves (_hmm_core.state_shift_moves, near > 0)
+# --------------------------------------------------------------------------------------------
+
+NS_THETA = np.array([[0.6, 0.3, 0.1], [0.5, 0.3, 0.2], [0.1, 0.2, 0.7]])   # 0, 1 close; 2 far
+NS_SIZES = np.array([3.0, 2.0, 4.0])
+NS_OBS = np.array([[2.1, 0.4, 0.3], [0.2, 1.3, 0.9], [0.4, 0.8, 2.6]])
+NS_SCALE = 0.9
+
+
+def _ns_exact():
+    """``P(z_c = k)`` (3, 3) and ``E[n_c]`` (3, 3) under ``p(z, n | theta, obs)`` (A integrated
+    out, Laplace noise of scale NS_SCALE on every count), by enumeration."""
+    from test_hmm import _log_polya_paths
+    from test_hmm_shift import _compositions
+
+    comps = [list(_compositions(int(N), 3)) for N in NS_SIZES]
+    logt = np.log(NS_THETA)
+    # per cell and state: log sum over its count vectors, and the count means
+    cell_lw, cell_mean = np.empty((3, 3)), np.empty((3, 3, 3))
+    for c in range(3):
+        N = NS_SIZES[c]
+        for k in range(3):
+            lw = np.array([gammaln(N + 1) - gammaln(n + 1).sum() + n @ logt[k]
+                           - np.abs(NS_OBS[c] - n).sum() / NS_SCALE for n in comps[c]])
+            m = lw.max()
+            p = np.exp(lw - m)
+            cell_lw[c, k] = m + np.log(p.sum())
+            cell_mean[c, k] = (p[:, None] * np.array(comps[c])).sum(0) / p.sum()
+    pz, en, tot = np.zeros((3, 3)), np.zeros((3, 3)), 0.0
+    for zz in itertools.product(range(3), repeat=3):
+        w = np.exp(_log_polya_paths(np.array(zz), 3, ALPHA) + sum(cell_lw[c, zz[c]] for c in range(3)))
+        tot += w
+        for c in range(3):
+            pz[c, zz[c]] += w
+            en[c] += w * cell_mean[c, zz[c]]
+    return pz / tot, en / tot
+
+
+def _ns_chain(seed, qratio, chains=4, iters=6000):
+    """count_sweep (counts given the states) + state_shift_moves with near = 0.9 (the only
+    move of the states), theta fixed; returns z (chains, iters, 3) and counts (chains, iters,
+    3, 3)."""
+    off, levels = np.array([0], dtype=np.int64), np.array([3], dtype=np.int64)
+    use = np.ones(3, dtype=np.int64)
+    zs = np.empty((chains, iters, 3), dtype=np.int64)
+    ns = np.empty((chains, iters, 3, 3))
+    stats = np.zeros(8)
+    for ch in range(chains):
+        rng = np.random.default_rng([seed, ch])
+        z = np.full((1, 3), ch % 3, dtype=np.int64)
+        counts = np.stack([rng.multinomial(int(N), NS_THETA[ch % 3]) for N in NS_SIZES]).astype(float)
+        ntr, nout = core.transition_counts(z, 3)
+        for s in range(iters):
+            core.count_sweep(z, np.log(NS_THETA), off, levels, counts, NS_OBS, 1.0 / NS_SCALE,
+                             False, use, 1, rng)
+            core.state_shift_moves(z, ntr, nout, NS_THETA, counts, NS_OBS, off, levels,
+                                   NS_SIZES, 1.0 / NS_SCALE, False, use, ALPHA, stats, rng, 0.9,
+                                   qratio)
+            zs[ch, s] = z[0]
+            ns[ch, s] = counts
+    return zs, ns, stats
+
+
+def _ns_worst(zs, ns, pz, en):
+    out = [abs(_mcse_z((zs[..., c] == k).astype(float), pz[c, k]))
+           for c in range(3) for k in range(3)]
+    out += [abs(_mcse_z(ns[..., c, j], en[c, j])) for c in range(3) for j in range(3)]
+    return max(out)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_near_state_shift_keeps_the_law(seed):
+    pz, en = _ns_exact()
+    zs, ns, stats = _ns_chain(seed, 1.0)
+    assert 0.05 < stats[3] / stats[2] < 0.95
+    assert _ns_worst(zs, ns, pz, en) < K_MCSE
+
+
+def test_near_state_shift_without_the_proposal_ratio_fails():
+    pz, en = _ns_exact()
+    zs, ns, _ = _ns_chain(1, 0.0)
+    assert _ns_worst(zs, ns, pz, en) > 2 * K_MCSE

@@ -145,6 +145,7 @@ __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncate
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
 _SHIFT_REPS = 10               # residual-shift moves of each state's emissions per iteration
+NEAR_SHIFT = 0.0               # default near-state weight of damcmc's state-shift moves
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
 
 #: the posterior notes of every HMM method: what it conditions on (that the cell sizes are not
@@ -259,7 +260,7 @@ def ops_bound_hmm(n_levels, M: float) -> tuple[float, list[float]]:
 
 def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=1.0,
                 trunc=None, latent=None, keep_counts=False, progress=None,
-                z_sampler="collapsed"):
+                z_sampler="collapsed", split_merge=0):
     """One chain of the partially collapsed Gibbs sampler, ``iterations`` long.
 
     Parameters
@@ -280,6 +281,10 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
         (A | z drawn, then every region's path by forward filtering, backward sampling: blocked
         Gibbs on (A, z, theta), same (z, theta) marginal target) or "marginal" (single-site
         with A and theta integrated out, then theta | z: partially collapsed Gibbs).
+    split_merge : int >= 0, split-merge moves of the states per iteration
+        (:mod:`privpost.inference._hmm_split`: exact MH moves of ``z`` given the counts, A and
+        theta integrated out, made after the z moves and before theta is drawn); not with
+        ``inv_temp != 1`` or ``trunc`` (OPS).
 
     Returns
     -------
@@ -287,7 +292,8 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
     ``counts (S, R*T, W)``, and ``accept_rate`` (damcmc).
     """
     ch = GibbsChain(model, counts, use, shape, rng=rng, inv_temp=inv_temp, trunc=trunc,
-                    latent=latent, keep_counts=keep_counts, z_sampler=z_sampler)
+                    latent=latent, keep_counts=keep_counts, z_sampler=z_sampler,
+                    split_merge=split_merge)
     ch.run(warmup, keep=False, progress=progress)
     ch.run(iterations - warmup, keep=True, progress=progress)
     return ch.result()
@@ -301,11 +307,16 @@ class GibbsChain:
     :func:`gibbs_chain` call of the final length with the same ``rng``."""
 
     def __init__(self, model, counts, use, shape, *, rng, inv_temp=1.0, trunc=None, latent=None,
-                 keep_counts=False, z_sampler="collapsed"):
+                 keep_counts=False, z_sampler="collapsed", split_merge=0):
         core = _core()
         self.model, self.counts, self.use, self.shape = model, counts, use, shape
         self.rng, self.inv_temp, self.trunc, self.latent = rng, inv_temp, trunc, latent
         self.keep_counts, self.z_sampler = keep_counts, z_sampler
+        if split_merge and (trunc is not None or inv_temp != 1.0):
+            raise PrivpostError("split_merge: the split-merge moves integrate theta out, which "
+                                "OPS's tempered, truncated emissions do not allow")
+        self.split_merge = int(split_merge)
+        self.split_stats = np.zeros(3)   # split-merge moves proposed, accepted, re-partitions
         R, T = shape
         K, W = model.n_states, model.width
         self.z = rng.integers(0, K, size=(R, T)).astype(np.int64)
@@ -338,6 +349,18 @@ class GibbsChain:
             return
         truncated_dirichlet_blocks(self.rng, conc, m.offsets, m.levels_arr, self.trunc,
                                    self.theta)
+
+    def _split_merge(self):
+        """``split_merge`` split-merge moves of ``z`` given the counts (theta not read: it is
+        drawn next), transition counts recomputed."""
+        if not self.split_merge:
+            return
+        from privpost.inference._hmm_split import split_merge_moves
+
+        m = self.model
+        split_merge_moves(self.z, m.n_states, self.counts, m.offsets, m.levels_arr, m.beta,
+                          m.alpha, self.use, self.split_merge, self.split_stats, self.rng)
+        self.ntr, self.nout = _core().transition_counts(self.z, m.n_states)
 
     def run(self, n: int, keep: bool, progress=None) -> None:
         """``n`` more iterations; their draws are appended when ``keep``. ``progress(i)`` is
@@ -380,7 +403,8 @@ class GibbsChain:
                     core.state_shift_moves(z, self.ntr, self.nout, theta, counts,
                                            latent["obs"], m.offsets, m.levels_arr,
                                            latent["sizes"], latent["inv_scale"], latent["l2"],
-                                           self.use, m.alpha, self.shift_stats, rng)
+                                           self.use, m.alpha, self.shift_stats, rng,
+                                           latent.get("near", 0.0))
                     with np.errstate(divide="ignore"):
                         logtheta = np.log(theta)
             elif latent is not None:
@@ -393,6 +417,7 @@ class GibbsChain:
                 S = core.state_sums(z, counts, self.use, K)
                 core.z_sweep_marginal(z, self.ntr, self.nout, counts, S, m.offsets,
                                       m.levels_arr, m.beta, m.alpha, self.use, rng)
+                self._split_merge()
                 self._draw_theta()
                 self._keep(blk, s, keep)
                 if progress is not None:
@@ -405,6 +430,7 @@ class GibbsChain:
                 self.ntr, self.nout = core.transition_counts(z, K)
             else:
                 core.z_sweep(z, self.ntr, self.nout, self.L, m.alpha, rng)
+            self._split_merge()
             self._draw_theta()
             self._keep(blk, s, keep)
             if progress is not None:
@@ -451,6 +477,9 @@ class GibbsChain:
                 out["shift_indep_accept_rate"] = (self.shift_stats[5]
                                                   / max(self.shift_stats[4], 1.0))
                 out["thin_accept_rate"] = self.shift_stats[7] / max(self.shift_stats[6], 1.0)
+        if self.split_merge:
+            out["split_accept_rate"] = self.split_stats[1] / max(self.split_stats[0], 1.0)
+            out["split_repartition_rate"] = self.split_stats[2] / max(self.split_stats[0], 1.0)
         out["n_stored"] = self.n_stored
         return out
 
@@ -551,7 +580,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                records=None, epsilon=None,
                M: float = 10.0, keep: str = "last", diagnose: bool = True,
                z_sampler: str = "collapsed", max_draws: int | None = None,
-               max_seconds: float | None = None, relabel="draws", **options):
+               max_seconds: float | None = None, relabel="draws", split_merge: int | None = None,
+               near_shift: float | None = None, **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
     :class:`~privpost.queries.cell_counts.CellCounts` release (module docstring).
 
@@ -611,6 +641,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     if z_sampler not in ("collapsed", "ffbs", "marginal"):
         raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's), 'ffbs' or "
                             f"'marginal', got {z_sampler!r}")
+    split_merge = _split_merge_moves(split_merge, method, model)
+    near_shift = _near_shift(near_shift, method, latent)
     if z_sampler == "marginal" and method == "ops":
         raise PrivpostError("z_sampler='marginal' integrates theta out of the z moves; OPS's "
                             "tempered, truncated emissions have no closed-form marginal: use "
@@ -653,7 +685,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
             raise PrivpostError(f"count_shift must be True or False, got {count_shift!r}")
         latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
                           l2=l2, sweeps=count_sweeps, shift=count_shift,
-                          sizes=np.ascontiguousarray(q.cell_sizes.ravel(), dtype=np.float64))
+                          sizes=np.ascontiguousarray(q.cell_sizes.ravel(), dtype=np.float64),
+                          near=near_shift)
         exact = True
         notes.append("damcmc (hmm), latent='counts' (DESIGN §10): the true counts n[r, t, d, :] "
                      "of every (cell, feature) are imputed given the states, n[r, t, d, :] ~ "
@@ -733,7 +766,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
             latent = dict(latent_tpl, records=recs, start=start)
         chain_objs.append(GibbsChain(
             model, np.ascontiguousarray(counts), use, (R, T), rng=crng, inv_temp=inv_temp,
-            trunc=trunc, latent=latent, keep_counts=keep_counts, z_sampler=z_sampler))
+            trunc=trunc, latent=latent, keep_counts=keep_counts, z_sampler=z_sampler,
+            split_merge=split_merge))
     mode = relabel or False
     if method == "ops" and keep == "last" or (chains == 1 and mode == "chains"):
         mode = False
@@ -781,6 +815,9 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                     "thin_accept_rate"):
             if key in results[0]:
                 chain_stats[key] = np.array([r[key] for r in results])
+    for key in ("split_accept_rate", "split_repartition_rate"):     # any method with split_merge
+        if key in results[0]:
+            chain_stats[key] = np.array([r[key] for r in results])
     if method == "ops":
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
     post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
@@ -791,6 +828,39 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         _diagnose(post, method, mode, plan.table if plan is not None else None,
                   advice=OPS_ADVICE if method == "ops" else None)
     return post
+
+
+def _split_merge_moves(value, method, model) -> int:
+    """``split_merge``: split-merge moves of the states per iteration
+    (:mod:`privpost.inference._hmm_split`); ``None``: the default, ``K`` for damcmc (``0`` when
+    ``K = 1``) and 0 for the other methods; an integer in [0, 10000]; refused for ops."""
+    if value is None:
+        return model.n_states if method == "damcmc" and model.n_states > 1 else 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not 0 <= value <= 10000:
+        raise PrivpostError(f"split_merge must be an integer in [0, 10000] (moves per "
+                            f"iteration), got {value!r}")
+    if value and method == "ops":
+        raise PrivpostError("split_merge: the split-merge moves integrate theta out, which "
+                            "OPS's tempered, truncated emissions do not allow; use "
+                            "split_merge=0 with method 'ops'")
+    return int(value)
+
+
+def _near_shift(value, method, latent) -> float:
+    """``near_shift``: weight in [0, 1] of the near-state proposal of the state-shift moves
+    (:func:`~privpost.inference._hmm_core.state_shift_moves`; damcmc, count latent); ``None``:
+    the default, :data:`NEAR_SHIFT` for damcmc, else 0."""
+    if value is None:
+        return NEAR_SHIFT if method == "damcmc" else 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= float(value) <= 1.0:
+        raise PrivpostError(f"near_shift must be a number in [0, 1] (the weight of the "
+                            f"near-state proposal of the state-shift moves), got {value!r}")
+    if value and (method != "damcmc" or latent == "records"):
+        raise PrivpostError("near_shift applies to the state-shift moves of damcmc's count "
+                            "latent; other methods and latent='records' make none")
+    return float(value)
 
 
 def _sweeps(name, value) -> int:
