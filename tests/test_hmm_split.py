@@ -295,3 +295,84 @@ def test_near_state_shift_without_the_proposal_ratio_fails():
     pz, en = _ns_exact()
     zs, ns, _ = _ns_chain(1, 0.0)
     assert _ns_worst(zs, ns, pz, en) > 2 * K_MCSE
+
+
+# --------------------------------------------------------------------------------------------
+# the collapsed state shift (_hmm_split.collapsed_shift_moves): theta integrated out
+# --------------------------------------------------------------------------------------------
+
+CS_SIZES = np.array([[8, 3, 8]])
+CS_OBS = np.array([6.3, 1.2, 0.4, 2.9, 7.4, 0.1])    # (cell, level): cells 0 and 2 differ
+
+
+def _cs_options():
+    """Per cell: every true count vector (N - m, m) with its log weight (multinomial
+    coefficient + Laplace(1) noise), for tests/test_hmm.py's ``_enumerate``."""
+    opts = []
+    for c, N in enumerate(CS_SIZES.ravel()):
+        o = CS_OBS[2 * c: 2 * c + 2]
+        cell = []
+        for m in range(N + 1):
+            cnt = np.array([N - m, m], dtype=float)
+            cell.append((cnt, gammaln(N + 1) - gammaln(cnt + 1).sum() - np.abs(o - cnt).sum()))
+        opts.append(cell)
+    return opts
+
+
+def _cs_chain(seed, qratio, near=0.9, chains=4, iters=6000):
+    """theta | z, n (Dirichlet) -> count_sweep (counts | z, theta) -> collapsed_shift_moves
+    (the only move of the states) -> theta | z, n, on a 1 x 3 grid (sizes 8, 3, 8), K = 3,
+    one feature of 2 levels, Laplace noise of scale 1. Returns same01, same12, theta_z0[level
+    1] (3, chains, iters), counts[level 1] (chains, iters, 3) and the stats."""
+    from privpost.inference._hmm_split import collapsed_shift_moves
+
+    obs = CS_OBS.reshape(3, 2)
+    sizes = CS_SIZES.ravel().astype(float)
+    off, levels = np.array([0], dtype=np.int64), np.array([2], dtype=np.int64)
+    use = np.ones(3, dtype=np.int64)
+    out = np.empty((3, chains, iters))
+    cnt = np.empty((chains, iters, 3))
+    stats = np.zeros(2)
+    for ch in range(chains):
+        rng = np.random.default_rng([seed, ch])
+        z = np.full((1, 3), ch % 3, dtype=np.int64)
+        counts = np.stack([[N, 0.0] for N in sizes])
+        ntr, nout = core.transition_counts(z, 3)
+        theta = np.empty((3, 2))
+        for s in range(iters):
+            core.dirichlet_blocks(BETA + core.state_sums(z, counts, use, 3), off, levels, rng,
+                                  theta)
+            core.count_sweep(z, np.log(theta), off, levels, counts, obs, 1.0, False, use, 1,
+                             rng)
+            collapsed_shift_moves(z, ntr, nout, counts, obs, off, levels, sizes, 1.0, False,
+                                  use, BETA, ALPHA, near, stats, rng, qratio)
+            core.dirichlet_blocks(BETA + core.state_sums(z, counts, use, 3), off, levels, rng,
+                                  theta)
+            out[0, ch, s] = z[0, 0] == z[0, 1]
+            out[1, ch, s] = z[0, 1] == z[0, 2]
+            out[2, ch, s] = theta[z[0, 0], 1]
+            cnt[ch, s] = counts[:, 1]
+    return out, cnt, stats
+
+
+def _cs_worst(out, cnt):
+    from test_hmm import _enumerate
+
+    ex = _enumerate(_cs_options(), 3, ALPHA, BETA, CS_SIZES)
+    zs = [_mcse_z(out[0], ex["same01"]), _mcse_z(out[1], ex["same12"]),
+          _mcse_z(out[2], ex["theta_z0"][1])]
+    zs += [_mcse_z(cnt[..., c], ex["counts"][c][1]) for c in range(3)]
+    return max(abs(v) for v in zs)
+
+
+@pytest.mark.parametrize("seed,near", [(1, 0.9), (2, 0.0)])
+def test_collapsed_shift_keeps_the_law(seed, near):
+    out, cnt, stats = _cs_chain(seed, 1.0, near=near)
+    assert 0.05 < stats[1] / stats[0] < 0.95
+    assert _cs_worst(out, cnt) < K_MCSE
+
+
+def test_collapsed_shift_without_the_proposal_ratio_fails():
+    # near = 1: the proposal is the most asymmetric (|z| about 10 at 12000 iterations, 14 here)
+    out, cnt, _ = _cs_chain(1, 0.0, near=1.0, iters=24000)
+    assert _cs_worst(out, cnt) > 2 * K_MCSE

@@ -50,9 +50,11 @@ import math
 import numpy as np
 from numba import njit
 
-from privpost.inference._hmm_core import _shuffle, transition_counts
+from privpost.inference._count_moves import _lgamma_diff
+from privpost.inference._hmm_core import (_path_weight, _shift_transitions, _shifted_block,
+                                          _shuffle, transition_counts)
 
-__all__ = ["split_merge_moves", "log_collapsed"]
+__all__ = ["split_merge_moves", "collapsed_shift_moves", "log_collapsed"]
 
 
 @njit(cache=True, nogil=True)
@@ -245,3 +247,161 @@ def split_merge_moves(z, K, counts, off, levels, beta, alpha, use, moves, stats,
         else:
             for i in range(m):
                 zf[cells[i]] = prop[i]
+
+
+@njit(cache=True, nogil=True)
+def _fill_means(S, k, off, levels, beta, out):
+    """``out (W,)``: the posterior-mean emissions ``(beta + S[k]) / (K_d beta + sum S[k, d])``
+    of state ``k`` per feature block."""
+    for d in range(off.shape[0]):
+        o = off[d]
+        J = levels[d]
+        tot = J * beta
+        for j in range(J):
+            tot += S[k, o + j]
+        for j in range(J):
+            out[o + j] = (beta + S[k, o + j]) / tot
+
+
+@njit(cache=True, nogil=True)
+def _near_logq(S, k, N, off, levels, beta, near, K, W, mk, mj, out):
+    """``out[j] = log q(j | k)`` (``j != k``) of the near-state proposal from state ``k``
+    (:func:`collapsed_shift_moves`), from the posterior means of the sums ``S`` (``mk``, ``mj``
+    scratch ``(W,)``)."""
+    _fill_means(S, k, off, levels, beta, mk)
+    m = -np.inf
+    for j in range(K):
+        if j == k:
+            continue
+        _fill_means(S, j, off, levels, beta, mj)
+        dist = 0.0
+        for w in range(W):
+            a = mk[w]
+            b = mj[w]
+            dist += (a - b) * (a - b) / (a + b)
+        out[j] = -0.5 * N * dist
+        if out[j] > m:
+            m = out[j]
+    tot = 0.0
+    for j in range(K):
+        if j != k:
+            out[j] = math.exp(out[j] - m)
+            tot += out[j]
+    for j in range(K):
+        if j != k:
+            out[j] = math.log((1.0 - near) / (K - 1) + near * out[j] / tot)
+
+
+@njit(cache=True, nogil=True)
+def collapsed_shift_moves(z, ntr, nout, counts, obs, off, levels, sizes, w, l2, use, beta,
+                          alpha, near, stats, rng, qratio=1.0):
+    """One systematic scan of MH moves of each used cell's state **with its counts**, theta
+    integrated out (EXPERIMENTS.md §7.1.3), in place on ``z (R, T)``, ``counts (R*T, W)`` and
+    the transition counts ``ntr``/``nout``.
+
+    Target: ``p(z, n | obs) ∝ p(z) prod_c [N_c! / prod_j n_cj!] g(obs_c | n_c) prod_{k,d}
+    B(beta + S[k, d]) / B(beta)`` (A and theta integrated out; ``B`` the multivariate Beta
+    function; ``g`` the count noise: ``l2``: ``exp(-w z^2)``, else ``exp(-w |z|)``).
+
+    For cell ``c`` in state ``k``: ``S^-c`` the state sums without the cell, ``m_j`` the
+    posterior-mean emissions ``(beta + S^-c[j]) / (K_d beta + sum S^-c[j, d])`` of every state
+    ``j`` (functions of ``S^-c``, which the move does not change). A new state ``k' != k`` is
+    drawn from ``q(k' | k) = (1 - near) / (K - 1) + near * v_kk' / sum_{j != k} v_kj``, ``v_kj =
+    exp(-N_c sum_w (m_k - m_j)_w^2 / (m_k + m_j)_w / 2)`` (states with close emissions proposed
+    more often), and the counts move with it, residuals held: ``n'_j = n_j - round(N_c m_k[j])
+    + round(N_c m_k'[j])`` for every level but each feature's last, which takes the rest (the
+    proposal is rejected when a count would be negative). Given ``S^-c`` this map is its own
+    inverse, so the MH ratio is the target ratio -- the collapsed-A path factor, the
+    Dirichlet-multinomial predictives of ``n'`` under ``S^-c[k']`` and of ``n`` under
+    ``S^-c[k]``, the multinomial coefficients and the noise densities -- times ``q(k | k') /
+    q(k' | k)`` (``qratio=0`` drops it: a WRONG variant, for the test that must see it fail).
+
+    Unlike :func:`~privpost.inference._hmm_core.state_shift_moves` (theta fixed), the target
+    carries the Occam factor of theta integrated out, so a state holding one or two cells whose
+    counts have conformed to its own emissions can empty into a close state (and a cell can
+    open an empty state, whose ``m`` is the prior mean). The chain draws ``theta | z, n`` right
+    after (the move does not read theta). ``stats[0] +=`` proposals, ``stats[1] +=``
+    acceptances.
+    """
+    R, Tt = z.shape
+    K = ntr.shape[1]
+    if K < 2:
+        return
+    D = off.shape[0]
+    W = counts.shape[1]
+    Ka = K * alpha
+    S = np.zeros((K, W))
+    for c in range(R * Tt):
+        if use[c]:
+            for wi in range(W):
+                S[z[c // Tt, c % Tt], wi] += counts[c, wi]
+    mk = np.empty(W)
+    mj = np.empty(W)
+    m_old = np.empty(W)
+    m_new = np.empty(W)
+    lq_f = np.empty(K)
+    lq_b = np.empty(K)
+    newc = np.empty(W)
+    for r in range(R):
+        for t in range(Tt):
+            c = r * Tt + t
+            if not use[c] or sizes[c] == 0:
+                continue
+            N = sizes[c]
+            old = z[r, t]
+            for wi in range(W):
+                S[old, wi] -= counts[c, wi]
+            _near_logq(S, old, N, off, levels, beta, near, K, W, mk, mj, lq_f)
+            u = rng.random()
+            acc = 0.0
+            new = -1
+            for j in range(K):
+                if j == old:
+                    continue
+                acc += math.exp(lq_f[j])
+                if u < acc:
+                    new = j
+                    break
+            if new < 0:                    # rounding at the top: the last other state
+                new = K - 2 if old == K - 1 else K - 1
+            _near_logq(S, new, N, off, levels, beta, near, K, W, mk, mj, lq_b)
+            _fill_means(S, old, off, levels, beta, m_old)
+            _fill_means(S, new, off, levels, beta, m_new)
+            prev = K if t == 0 else z[r, t - 1]
+            nxt = z[r, t + 1] if t + 1 < Tt else -1
+            _shift_transitions(ntr, nout, prev, old, nxt, -1.0)
+            logr = (_path_weight(new, prev, nxt, ntr, nout, alpha, Ka)
+                    - _path_weight(old, prev, nxt, ntr, nout, alpha, Ka))
+            logr += qratio * (lq_b[old] - lq_f[new])
+            ok = True
+            for d in range(D):
+                o = off[d]
+                J = levels[d]
+                ok = _shifted_block(counts[c, o:o + J], N, m_old[o:o + J], m_new[o:o + J],
+                                    newc[o:o + J])
+                if not ok:
+                    break
+            if ok:
+                cur = counts[c]
+                logr += _log_pred(newc, S[new], off, levels, beta) \
+                    - _log_pred(cur, S[old], off, levels, beta)
+                for wi in range(W):
+                    c0 = cur[wi]
+                    nj = newc[wi]
+                    logr -= _lgamma_diff(c0 + 1.0, nj - c0)
+                    ob = obs[c, wi]
+                    if l2:
+                        logr -= w * ((ob - nj) ** 2 - (ob - c0) ** 2)
+                    else:
+                        logr -= w * (abs(ob - nj) - abs(ob - c0))
+            stats[0] += 1
+            k = old
+            if ok and (logr >= 0.0 or math.log(rng.random()) < logr):
+                stats[1] += 1
+                z[r, t] = new
+                for wi in range(W):
+                    counts[c, wi] = newc[wi]
+                k = new
+            _shift_transitions(ntr, nout, prev, k, nxt, 1.0)
+            for wi in range(W):
+                S[k, wi] += counts[c, wi]

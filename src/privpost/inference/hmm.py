@@ -145,6 +145,7 @@ __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncate
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
 _SHIFT_REPS = 10               # residual-shift moves of each state's emissions per iteration
+COLLAPSED_SHIFT = False        # default of damcmc's collapsed state shifts (count latent)
 NEAR_SHIFT = 0.0               # default near-state weight of damcmc's state-shift moves
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
 
@@ -330,7 +331,7 @@ class GibbsChain:
         self.shift = ShiftProposal(model.n_states, model.levels_arr)
         # proposed, accepted: residual-shift moves of theta, then of z, then the independence
         # proposals among the theta moves, then the thinning moves
-        self.shift_stats = np.zeros(8)
+        self.shift_stats = np.zeros(10)   # [8:10]: the collapsed state shifts
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -351,13 +352,23 @@ class GibbsChain:
                                    self.theta)
 
     def _split_merge(self):
-        """``split_merge`` split-merge moves of ``z`` given the counts (theta not read: it is
-        drawn next), transition counts recomputed."""
+        """The moves of ``z`` (and the counts) with theta integrated out, made after the z
+        moves and before theta is drawn (they do not read theta): the collapsed state shifts
+        (count latent, ``latent["collapsed_shift"]``) and ``split_merge`` split-merge moves given
+        the counts; transition counts kept up to date."""
+        m = self.model
+        lat = self.latent
+        if lat is not None and lat.get("kind") == "counts" and lat.get("collapsed_shift"):
+            from privpost.inference._hmm_split import collapsed_shift_moves
+
+            collapsed_shift_moves(self.z, self.ntr, self.nout, self.counts, lat["obs"],
+                                  m.offsets, m.levels_arr, lat["sizes"], lat["inv_scale"],
+                                  lat["l2"], self.use, m.beta, m.alpha, lat["near"],
+                                  self.shift_stats[8:10], self.rng)
         if not self.split_merge:
             return
         from privpost.inference._hmm_split import split_merge_moves
 
-        m = self.model
         split_merge_moves(self.z, m.n_states, self.counts, m.offsets, m.levels_arr, m.beta,
                           m.alpha, self.use, self.split_merge, self.split_stats, self.rng)
         self.ntr, self.nout = _core().transition_counts(self.z, m.n_states)
@@ -477,6 +488,9 @@ class GibbsChain:
                 out["shift_indep_accept_rate"] = (self.shift_stats[5]
                                                   / max(self.shift_stats[4], 1.0))
                 out["thin_accept_rate"] = self.shift_stats[7] / max(self.shift_stats[6], 1.0)
+                if self.latent.get("collapsed_shift"):
+                    out["collapsed_shift_accept_rate"] = (self.shift_stats[9]
+                                                          / max(self.shift_stats[8], 1.0))
         if self.split_merge:
             out["split_accept_rate"] = self.split_stats[1] / max(self.split_stats[0], 1.0)
             out["split_repartition_rate"] = self.split_stats[2] / max(self.split_stats[0], 1.0)
@@ -581,7 +595,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                M: float = 10.0, keep: str = "last", diagnose: bool = True,
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", split_merge: int | None = None,
-               near_shift: float | None = None, **options):
+               near_shift: float | None = None, collapsed_shift: bool | None = None,
+               **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
     :class:`~privpost.queries.cell_counts.CellCounts` release (module docstring).
 
@@ -643,6 +658,14 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                             f"'marginal', got {z_sampler!r}")
     split_merge = _split_merge_moves(split_merge, method, model)
     near_shift = _near_shift(near_shift, method, latent)
+    if collapsed_shift is None:
+        collapsed_shift = COLLAPSED_SHIFT and method == "damcmc" and latent != "records"
+    elif not isinstance(collapsed_shift, bool):
+        raise PrivpostError(f"collapsed_shift must be True or False, got {collapsed_shift!r}")
+    elif collapsed_shift and (method != "damcmc" or latent == "records"):
+        raise PrivpostError("collapsed_shift applies to damcmc's count latent (it moves each "
+                            "cell's state with its counts); other methods and "
+                            "latent='records' impute no counts")
     if z_sampler == "marginal" and method == "ops":
         raise PrivpostError("z_sampler='marginal' integrates theta out of the z moves; OPS's "
                             "tempered, truncated emissions have no closed-form marginal: use "
@@ -686,7 +709,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
                           l2=l2, sweeps=count_sweeps, shift=count_shift,
                           sizes=np.ascontiguousarray(q.cell_sizes.ravel(), dtype=np.float64),
-                          near=near_shift)
+                          near=near_shift, collapsed_shift=collapsed_shift)
         exact = True
         notes.append("damcmc (hmm), latent='counts' (DESIGN §10): the true counts n[r, t, d, :] "
                      "of every (cell, feature) are imputed given the states, n[r, t, d, :] ~ "
@@ -812,7 +835,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
         for key in ("shift_accept_rate", "state_shift_accept_rate", "shift_indep_accept_rate",
-                    "thin_accept_rate"):
+                    "thin_accept_rate", "collapsed_shift_accept_rate"):
             if key in results[0]:
                 chain_stats[key] = np.array([r[key] for r in results])
     for key in ("split_accept_rate", "split_repartition_rate"):     # any method with split_merge

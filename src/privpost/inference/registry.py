@@ -294,7 +294,9 @@ def _hmm_options(method: str) -> tuple[Option, ...]:
         _str("z_sampler", "state-sequence update", ("collapsed", "ffbs", "marginal")),
         _int("split_merge", "split-merge moves of the states per iteration", 0, none=True),
         _num("near_shift", "damcmc: weight of the near-state proposal of the state-shift moves",
-             0, none=True))
+             0, none=True),
+        Option("collapsed_shift", (Type.BOOL,), "damcmc: state shifts with theta integrated out",
+               none=True))
     opts += (_int("record_sweeps", "damcmc: sweeps over the latent reports", 1, none=True),
              _str("latent", "damcmc: count-level (default) or record-level latent",
                   ("auto", "counts", "records")),
