@@ -98,3 +98,13 @@ print("  per-chain mean states > 1% / > 5%:", np.round(inv["n_used"][">1%"].mean
 cs = post.chain_stats
 for k in sorted(cs):
     print(" ", k, np.round(np.asarray(cs[k], dtype=float), 3))
+# per relabelled state: occupancy (mean over chains and draws) and worst R-hat of its theta
+occm = occ.mean(axis=(0, 1))
+per = {}
+for lab, row in tab.items():
+    if lab.startswith("theta"):
+        k = int(lab.split("[")[1].split(",")[0])
+        per[k] = max(per.get(k, 0.0), row["r_hat"])
+print("  relabelled states: occupancy, worst theta R-hat")
+for k in np.argsort(-occm):
+    print(f"    state {k}: {occm[k]:.4f}  {per.get(k, float('nan')):.3f}")

@@ -146,7 +146,9 @@ _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
 _SHIFT_REPS = 10               # residual-shift moves of each state's emissions per iteration
 COLLAPSED_SHIFT = False        # default of damcmc's collapsed state shifts (count latent)
-NEAR_SHIFT = 0.0               # default near-state weight of damcmc's state-shift moves
+#: default near-state weight of damcmc's state-shift moves (EXPERIMENTS.md §7.1.3: at K = 10,
+#: eps = 1 on the dense grid the four chains' big-state occupancies agree with it, not without)
+NEAR_SHIFT = 0.8
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
 
 #: the posterior notes of every HMM method: what it conditions on (that the cell sizes are not
@@ -855,10 +857,12 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
 
 def _split_merge_moves(value, method, model) -> int:
     """``split_merge``: split-merge moves of the states per iteration
-    (:mod:`privpost.inference._hmm_split`); ``None``: the default, ``K`` for damcmc (``0`` when
-    ``K = 1``) and 0 for the other methods; an integer in [0, 10000]; refused for ops."""
+    (:mod:`privpost.inference._hmm_split`); ``None``: the default, 0 (EXPERIMENTS.md §7.1.3: on
+    the dense grid at eps = 1 they re-partition the cells in <= 0.1 % of the moves, as the
+    imputed counts have conformed to the current states); an integer in [0, 10000]; refused for
+    ops."""
     if value is None:
-        return model.n_states if method == "damcmc" and model.n_states > 1 else 0
+        return 0
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
             or not 0 <= value <= 10000:
         raise PrivpostError(f"split_merge must be an integer in [0, 10000] (moves per "
