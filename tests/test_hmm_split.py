@@ -166,9 +166,11 @@ def test_nonprivate_with_split_merge_matches_enumeration(z_sampler):
     assert max(abs(v) for v in zw) > K_MCSE, zw
 
 
-def test_count_level_damcmc_with_split_merge_matches_enumeration():
-    """The count-level damcmc (default moves) with 6 split-merge moves per iteration, K = 3,
-    Laplace noise: tests/test_hmm.py's enumeration of p(z, theta, n | obs); a wrong noise
+@pytest.mark.parametrize("split_merge,collapsed_shift", [(6, False), (0, True)])
+def test_count_level_damcmc_with_split_merge_matches_enumeration(split_merge, collapsed_shift):
+    """The count-level damcmc (default moves, the near-state proposal of the state shifts
+    included) with 6 split-merge moves per iteration, or with the collapsed state shifts, K =
+    3, Laplace noise: tests/test_hmm.py's enumeration of p(z, theta, n | obs); a wrong noise
     scale fails."""
     import warnings
 
@@ -182,8 +184,10 @@ def test_count_level_damcmc_with_split_merge_matches_enumeration():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = pp.infer(model, rel, method="damcmc", draws=5000, warmup=300, chains=3, seed=11,
-                        keep_counts=True, split_merge=6)
-    assert np.all(post.chain_stats["split_accept_rate"] > 0.05)
+                        keep_counts=True, split_merge=split_merge,
+                        collapsed_shift=collapsed_shift)
+    key = "split_accept_rate" if split_merge else "collapsed_shift_accept_rate"
+    assert np.all(post.chain_stats[key] > 0.05)
     same01, same12, theta_z0 = _chain_targets(post, 3)
     counts = post.sample_stats["counts"][..., 1]
     exact = _enumerate(_noisy_options(obs, 1.0), 3, 0.7, 1.0, S3)
@@ -210,6 +214,17 @@ def test_split_merge_option_is_checked():
             pp.infer(model, rel, method="damcmc", draws=10, warmup=5, split_merge=bad)
     with pytest.raises(PrivpostError, match="split_merge"):
         pp.infer(model, rel, method="ops", records=np.zeros((5, 1), dtype=int), split_merge=2)
+    for bad in (-0.1, 1.5, True, "0.5", float("nan")):
+        with pytest.raises(PrivpostError, match="near_shift"):
+            pp.infer(model, rel, method="damcmc", draws=10, warmup=5, near_shift=bad)
+    with pytest.raises(PrivpostError, match="near_shift"):
+        pp.infer(model, rel, method="naive", draws=10, warmup=5, near_shift=0.5)
+    for bad in (1, "yes"):
+        with pytest.raises(PrivpostError, match="collapsed_shift"):
+            pp.infer(model, rel, method="damcmc", draws=10, warmup=5, collapsed_shift=bad)
+    with pytest.raises(PrivpostError, match="collapsed_shift"):
+        pp.infer(model, rel, method="damcmc", draws=10, warmup=5, latent="records",
+                 collapsed_shift=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -26,7 +26,10 @@
   by binomial thinning; the residual shift cannot move a rare level down when a cell holds
   none of it, thinning can); and one per cell that moves the cell's state
   together with its counts (:func:`~privpost.inference._hmm_core.state_shift_moves`; given
-  the counts a cell's state is sticky when the noise is large), then makes the same ``z`` and
+  the counts a cell's state is sticky when the noise is large; the new state is drawn from a
+  mixture that favours states with close emissions, ``near_shift`` = 0.8 by default, with the
+  proposal ratio in the MH ratio: at K = 10 a true state split between two labels merges back
+  through it, EXPERIMENTS.md §7.1.3), then makes the same ``z`` and
   ``theta`` Gibbs moves as ``naive`` on the imputed counts. Target::
 
       p(z, theta, n | obs) ∝ p(z) p(theta) prod_{c,d} Mult(n[c, d] | N_c, theta_d[z_c])
@@ -105,7 +108,13 @@ default 1), ``count_shift`` (count latent: the non-centred moves -- residual shi
 thinning, state shift -- default True), ``record_sweeps`` (record latent, default 1);
 ``chain_stats["accept_rate"]`` is the MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``;
 ``shift_accept_rate``, ``shift_indep_accept_rate``, ``thin_accept_rate`` and
-``state_shift_accept_rate`` those of the non-centred moves. ``ops``: ``records`` (required),
+``state_shift_accept_rate`` those of the non-centred moves; ``near_shift`` (count latent:
+weight in [0, 1] of the near-state proposal of the state shifts, default 0.8; 0: the uniform
+choice among the other states), ``collapsed_shift`` (count latent, default False: each cell's
+state and counts moved with theta integrated out, :mod:`privpost.inference._hmm_split`,
+``collapsed_shift_accept_rate``). Naive, damcmc, nonprivate: ``split_merge`` (default 0:
+split-merge moves of the states per iteration given the counts, theta integrated out,
+:mod:`privpost.inference._hmm_split`; ``split_accept_rate``, ``split_repartition_rate``). ``ops``: ``records`` (required),
 ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
