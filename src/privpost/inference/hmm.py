@@ -668,6 +668,9 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's), 'ffbs' or "
                             f"'marginal', got {z_sampler!r}")
     split_merge = _split_merge_moves(split_merge, method, model)
+    if near_shift is not None and near_shift is not False and count_shift is False:
+        raise PrivpostError("near_shift shapes the proposal of the state-shift moves, which "
+                            "count_shift=False turns off")
     near_shift = _near_shift(near_shift, method, latent)
     if collapsed_shift is None:
         collapsed_shift = COLLAPSED_SHIFT and method == "damcmc" and latent != "records"
@@ -730,8 +733,13 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                      "pairs per group and iteration), "
                      + ("non-centred MH moves (residual shifts of each state's emissions "
                         "with the counts of its cells, thinning moves of each level with them, "
-                        "each cell's state with its counts; proposals learnt in the warm-up "
-                        "only), " if count_shift else "")
+                        f"each cell's state with its counts (new state drawn near the current "
+                        f"one's emissions with weight {near_shift:g}); proposals learnt in the "
+                        "warm-up only), " if count_shift else "")
+                     + ("collapsed state shifts (theta integrated out), "
+                        if collapsed_shift else "")
+                     + (f"{split_merge} split-merge moves of the states per iteration, "
+                        if split_merge else "")
                      + "then the z and theta Gibbs moves on them; exact for p(z, theta | "
                      "release), cost independent of the cell sizes")
     elif method == "damcmc":
