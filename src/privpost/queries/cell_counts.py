@@ -110,6 +110,9 @@ class CellCounts(Query):
                                    "(a regions x times table) or, when they are withheld, "
                                    "n_regions and n_times")
             R, T = _pos_int(n_regions, "n_regions"), _pos_int(n_times, "n_times")
+            if R * T > 5 * 10**7:          # before the product is printed (1e300 x 1e300)
+                raise ReleaseError(_field("n_times"), "n_regions x n_times is more than 5e7 "
+                                   "cells")
             dim = R * T * sum(levels)
             if dim > 5 * 10**7:
                 raise ReleaseError(_field("n_times"), f"{R} x {T} cells x {sum(levels)} levels "
