@@ -573,7 +573,7 @@ class ReleaseSet:
         rels = self.releases
         if len({r.neighbours for r in rels}) > 1:
             raise ReleaseError("releases", "mix neighbour relations; their costs cannot be added")
-        from privpost.releases.cells import check_cells_set
+        from privpost.releases._cells_check import check_cells_set
 
         check_cells_set(rels)     # counts with private cell sizes: exactly the checked pair
         if self.subsets is None:
