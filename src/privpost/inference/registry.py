@@ -342,7 +342,8 @@ REGISTRY: tuple[Method, ...] = (
            "of one table, marginal tables, HMM cells) the true count table instead, at a cost "
            "independent of n (`docs/census_scale.md`; `latent=\"records\"` keeps the records)",
            True,
-           "the whole release (any record-additive mechanism); release sets: every release",
+           "the whole release (any record-additive mechanism); release sets: every release; "
+           "HMM cells with noisy sizes: the noisy counts and sizes, not the published total n",
            "Ju, Awan, Gong & Rao (seed 000); Foulds et al. (seed 004) for the HMM",
            (_hmm_route("damcmc"),
             Route(_NOT_HMM, frozenset({ReleaseKind.RELEASE, ReleaseKind.RELEASE_SET,
