@@ -233,6 +233,8 @@ def test_documents_round_trip_and_hostile_size_fields(tmp_path):
                             "releases[0].query"),
         "n_times 0": (lambda d: d["releases"][0]["query"].update(n_times=0),
                       "releases[0].query"),
+        "null grid": (lambda d: d["releases"][0]["query"].update(n_regions=None),
+                      "releases[0].query.cell_sizes"),
         "sizes alone twice": (lambda d: d["releases"].__setitem__(0, d["releases"][1]),
                               "releases"),
         "stored total lowered": (lambda d: d["total_privacy"].update(epsilon=1.0),
@@ -274,7 +276,7 @@ def test_release_cells_cli_infer_and_inspect(tmp_path):
         == [True]
     rel = ReleaseSet.load(out)
     assert not rel.releases[0].query.sizes_public
-    assert "cell_sizes" not in json.loads(out.read_text())["releases"][0]["query"]
+    assert json.loads(out.read_text())["releases"][0]["query"]["cell_sizes"] is None
     res = run(app, ["inspect", str(out)])
     assert res.exit_code == 0 and "1.5-DP" in res.output, res.output
     res = run(app, ["infer", str(out), "--model", "hmm:n_states=2,n_levels=2", "--method",

@@ -112,12 +112,12 @@ def register(app: typer.Typer, handles_errors, out) -> None:
                         "domain_note": meta.get("domain_note"),
                         "notes": _not_covered_notes(doc)})
             return
-        what = ("the cell sizes published exactly" if sizes is None else
-                f"the cell sizes released with discrete_laplace scale "
+        what = ("" if sizes is None else
+                f"; cell sizes released with discrete_laplace scale "
                 f"{sizes.mechanism.scale:.6g} ({_privacy_text(sizes.privacy)})")
         out.print(f"wrote [bold]{output}[/]: counts of {rel.n} reports in {R} x {T} cells, "
-                  f"{len(feats)} features, {mech.name} scale {rel.mechanism.scale:.6g}, "
-                  f"{what}; privacy {_privacy_text(privacy)}"
+                  f"{len(feats)} features, {mech.name} scale {rel.mechanism.scale:.6g}{what}; "
+                  f"privacy {_privacy_text(privacy)}"
                   + ("" if sizes is None else " (counts + sizes, sequential composition)"),
                   highlight=False)
         _print_not_covered(doc)

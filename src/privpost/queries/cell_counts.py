@@ -65,6 +65,8 @@ from privpost.queries.base import (Query, _check_levels, _columns, _feature_leve
 
 __all__ = ["CellCounts", "load_long_csv", "LongData"]
 
+_NOT_GIVEN = object()       # n_regions / n_times left out (an explicit None is refused)
+
 
 class CellCounts(Query):
     """Count vectors ``n[r, t, d, :]`` of D categorical features in every (region, time) cell.
@@ -95,7 +97,7 @@ class CellCounts(Query):
     _init_fields = ("n_levels", "cell_sizes", "n_regions", "n_times", "columns")
     _required_fields = ("n_levels",)
 
-    def __init__(self, n_levels, cell_sizes=None, *, n_regions=None, n_times=None,
+    def __init__(self, n_levels, cell_sizes=None, *, n_regions=_NOT_GIVEN, n_times=_NOT_GIVEN,
                  columns=None):
         levels = _feature_levels(n_levels)
         if len(levels) > 1000 or sum(levels) > 10**6:
@@ -105,7 +107,7 @@ class CellCounts(Query):
         self.n_features = len(levels)
         if cell_sizes is None:
             # sizes withheld (released privately beside the counts: a CellSizes release)
-            if n_regions is None or n_times is None:
+            if n_regions in (None, _NOT_GIVEN) or n_times in (None, _NOT_GIVEN):
                 raise ReleaseError(_field("cell_sizes"), "missing: give the public cell sizes "
                                    "(a regions x times table) or, when they are withheld, "
                                    "n_regions and n_times")
@@ -121,8 +123,10 @@ class CellCounts(Query):
             self.n_regions, self.n_times = R, T
             self._finish(columns, levels, dim)
             return
-        if n_regions is not None or n_times is not None:
-            raise ReleaseError(_field("n_regions"), "give either the public cell_sizes table or, "
+        if n_regions is not _NOT_GIVEN or n_times is not _NOT_GIVEN:
+            # (an explicit null too: a document states no field it does not mean)
+            raise ReleaseError(_field("n_regions" if n_regions is not _NOT_GIVEN
+                                      else "n_times"), "give either the public cell_sizes table or, "
                                "when the sizes are withheld, n_regions and n_times -- not both")
         try:
             sizes = np.asarray(cell_sizes, dtype=np.float64)
@@ -242,8 +246,8 @@ class CellCounts(Query):
         return _one_hot_sensitivity(self.n_features, norm, neighbours)   # derivation above
 
     def _params(self):
-        if self.cell_sizes is None:
-            return {"n_levels": self.n_levels, "n_regions": self.n_regions,
+        if self.cell_sizes is None:       # "cell_sizes": null -- withheld, said explicitly
+            return {"n_levels": self.n_levels, "cell_sizes": None, "n_regions": self.n_regions,
                     "n_times": self.n_times, "columns": self.columns}
         return {"n_levels": self.n_levels, "cell_sizes": self.cell_sizes.tolist(),
                 "columns": self.columns}
