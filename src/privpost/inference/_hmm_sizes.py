@@ -51,8 +51,10 @@ leaves ``p(N, n | z, theta, released)`` invariant; with the pair moves of ``coun
 (which keep ``N`` and mix the levels) the kernel is irreducible on ``{(N, n)}``. Exactness is
 tested against enumeration in ``tests/test_hmm_sizes.py``.
 
-Not wired into ``privpost.infer`` yet (the release side -- a cell-counts release whose sizes are
-noisy -- is :class:`privpost.queries.cell_sizes.CellSizes`, a separate release of the sizes).
+Wired into ``privpost.infer``: the HMM ``damcmc`` driver (count latent) calls it every
+iteration when the release is a cell-counts release whose sizes are released privately (the
+:class:`~privpost.releases.ReleaseSet` of :mod:`privpost.releases.cells`), with the prior of the
+``size_prior`` / ``size_rate`` options (:func:`privpost.inference.hmm.run_method`).
 """
 
 from __future__ import annotations

@@ -46,7 +46,11 @@
 Every method conditions on the published cell sizes ``N[r, t]``, which the CellCounts release
 publishes exactly (a public parameter of the query, not covered by the release's guarantee);
 the posterior notes say so (:data:`CELL_SIZES_NOTE`; the "NOT covered by the privacy
-guarantee" statement itself is the release's, added by :func:`privpost.infer`).
+guarantee" statement itself is the release's, added by :func:`privpost.infer`). When the sizes
+are released privately instead (:mod:`privpost.releases.cells`), only ``damcmc`` with the
+count latent reads the release: the sizes are latent too (:func:`run_method`, ``size_prior``),
+moved by :func:`privpost.inference._hmm_sizes.size_moves` each iteration; the other methods
+refuse it (registry: :data:`privpost.inference.registry._NOISY_SIZES_WHY`).
 * ``"ops"`` -- one-posterior-sample mechanism run on the *confidential* reports (``records=``
   required, a simulation-study tool like :mod:`privpost.inference.ops`): Gibbs on the tempered
   posterior with every emission distribution truncated to ``theta_j >= a0_d = 1 / (M K_d)``.
