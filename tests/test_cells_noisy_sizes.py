@@ -293,3 +293,57 @@ def test_release_cells_cli_infer_and_inspect(tmp_path):
     assert res.exit_code != 0 and "damcmc" in res.output and "Traceback" not in res.output
     res = run(app, ["release-cells", "--help"])
     assert "--epsilon-sizes" in res.output
+
+
+def _enumerate_fixed(opts, total):
+    """As test_hmm's ``_enumerate`` (one feature, A and theta integrated out), restricted to
+    the size combinations with ``sum N_c = total`` (size_total='fixed'): P(z0 == z1),
+    P(z1 == z2), E[theta_1[z0]] and E[counts] per cell."""
+    import itertools
+
+    from test_hmm import _log_dirmult, _log_polya_paths
+
+    C = len(opts)
+    logw, items = [], []
+    for choice in itertools.product(*[range(len(o)) for o in opts]):
+        cnt = [opts[c][i][0] for c, i in enumerate(choice)]
+        if sum(x.sum() for x in cnt) != total:
+            continue
+        lw0 = sum(opts[c][i][1] for c, i in enumerate(choice))
+        for z in itertools.product(range(K), repeat=C):
+            lw = lw0 + _log_polya_paths(np.array(z), K, ALPHA)
+            for k in range(K):
+                S = sum((cnt[c] for c in range(C) if z[c] == k), np.zeros(2))
+                lw += _log_dirmult(S, BETA)
+            S0 = sum((cnt[c] for c in range(C) if z[c] == z[0]), np.zeros(2))
+            logw.append(lw)
+            items.append((z, cnt, (BETA + S0) / (2 * BETA + S0.sum())))
+    w = np.exp(np.array(logw) - max(logw))
+    w /= w.sum()
+    return {"same01": sum(wi * (z[0] == z[1]) for wi, (z, _, _) in zip(w, items)),
+            "same12": sum(wi * (z[1] == z[2]) for wi, (z, _, _) in zip(w, items)),
+            "theta_z0": sum(wi * th for wi, (_, _, th) in zip(w, items)),
+            "counts": [sum(wi * cnt[c] for wi, (_, cnt, _) in zip(w, items)) for c in range(C)]}
+
+
+@pytest.mark.statistical
+def test_damcmc_with_the_total_fixed_matches_enumeration():
+    """size_total='fixed': the sizes conditioned on sum N = n as well (transfer moves); against
+    the enumeration restricted to sum N = n; the free-total answer is a wrong variant here."""
+    rel = _noisy_set()
+    model = HiddenMarkovNB(K, [2], alpha=ALPHA, beta=BETA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = pp.infer(model, rel, method="damcmc", draws=2500, warmup=200, chains=4,
+                        seed=6, size_total="fixed")
+    N = post.sample_stats["N"]
+    assert np.all(N.sum(axis=(-2, -1)) == N_TOTAL)            # every draw keeps the total
+    opts = _options(OBS, SIZES_OBS, T_SIZES)
+    zs = _z(post, _enumerate_fixed(opts, N_TOTAL))
+    assert np.max(np.abs(zs)) < K_MCSE, zs
+    free = _enumerate(opts, K, ALPHA, BETA, None)
+    assert np.max(np.abs(_z(post, free))) > 2 * K_MCSE
+    assert any("published total n = 5" in n and "size_total='fixed'" in n for n in post.notes)
+    with pytest.raises(PrivpostError, match="heldout"):
+        pp.infer(model, rel, method="damcmc", draws=5, size_total="fixed",
+                 heldout=np.zeros((1, 3), dtype=bool))

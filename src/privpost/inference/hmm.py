@@ -164,9 +164,10 @@ def _core():
     return _hmm_core
 
 
-def _size_moves():
-    from privpost.inference._hmm_sizes import size_moves
-    return size_moves
+def _size_moves(fixed: bool):
+    """``size_moves`` (free total) or ``transfer_moves`` (``size_total="fixed"``)."""
+    from privpost.inference import _hmm_sizes
+    return _hmm_sizes.transfer_moves if fixed else _hmm_sizes.size_moves
 
 
 # ------------------------------------------------------------------------------------------
@@ -378,7 +379,7 @@ class GibbsChain:
                 self.n_acc += moved
                 self.n_prop += moves
                 if latent.get("size_obs") is not None:     # noisy sizes: N[r, t] latent too
-                    acc, prop = _size_moves()(
+                    acc, prop = _size_moves(latent["size_fixed"])(
                         z, theta, m.offsets, m.levels_arr, counts, latent["sizes"],
                         latent["obs"], latent["size_obs"], latent["inv_scale"], latent["l2"],
                         latent["size_inv_scale"], latent["size_l2"], latent["size_prior"],
@@ -580,7 +581,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                M: float = 10.0, keep: str = "last", diagnose: bool = True,
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", size_prior: str = "flat",
-               size_rate: float | None = None, **options):
+               size_rate: float | None = None, size_total: str = "free", **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
     :class:`~privpost.queries.cell_counts.CellCounts` release (module docstring).
 
@@ -602,7 +603,12 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     holds at most the document's ``n`` reports) or ``"poisson"`` with mean ``size_rate``; each
     iteration makes :data:`_SIZE_MOVES` exact birth/death moves per cell
     (:func:`privpost.inference._hmm_sizes.size_moves`, largest step ``ceil(t_N)`` for the size
-    noise's scale ``t_N``). Target: ``p(z, theta, N, n | noisy counts, noisy sizes)``; the
+    noise's scale ``t_N``). ``size_total="fixed"`` conditions on the published total as well
+    (``sum N = n``): the sizes start summing to ``n`` and move by transfers between cells
+    (:func:`~privpost.inference._hmm_sizes.transfer_moves`) instead; under it the Poisson
+    prior's ``size_rate`` cancels (independent Poissons given their sum are multinomial), and
+    ``heldout`` is refused. Target: ``p(z, theta, N, n | noisy counts, noisy sizes)`` (and
+    ``sum N = n`` when fixed); the
     sampled sizes are returned as the sample statistic ``N (chains, draws, R, T)`` and
     ``chain_stats["size_accept_rate"]``."""
     from privpost.accounting import private_gibbs_cost
@@ -666,6 +672,14 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     model.check_query(release.query)
     q = release.query
     size_par = _size_prior(size_prior, size_rate, sizes_rel, method, use_counts, release)
+    if size_total not in ("free", "fixed"):
+        raise PrivpostError(f"size_total must be 'free' or 'fixed', got {size_total!r}")
+    if size_total == "fixed" and sizes_rel is None:
+        raise PrivpostError("size_total applies to a release whose cell sizes are released "
+                            "with noise (damcmc); this release publishes them exactly")
+    if size_total == "fixed" and heldout is not None:
+        raise PrivpostError("size_total='fixed' ties every cell's size to the published total "
+                            "n, held-out cells included: it does not combine with heldout")
     if sizes_rel is None and not q.sizes_public:
         raise IncompatibleError("this cell-counts release withholds the cell sizes and carries "
                                 "no private release of them: the HMM samplers need the sizes "
@@ -706,24 +720,29 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         start_sizes = np.clip(np.rint(obs_size), 0, release.n)     # any start in the support
         if size_par[0] == 0:
             start_sizes = np.minimum(start_sizes, size_par[1])
+        if size_total == "fixed":
+            start_sizes = _sum_to(start_sizes, release.n)
         latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
                           l2=l2, sweeps=count_sweeps, shift=count_shift,
                           sizes=np.ascontiguousarray(start_sizes), size_obs=obs_size,
                           size_inv_scale=size_inv, size_l2=size_l2, size_prior=size_par[0],
-                          size_par=size_par[1], size_kmax=kmax)
+                          size_par=size_par[1], size_kmax=kmax,
+                          size_fixed=size_total == "fixed")
         exact = True
         prior_text = (f"flat on 0..n = 0..{release.n} (a cell holds at most the n reports)"
                       if size_par[0] == 0 else f"Poisson({size_par[1]:g})")
         notes.append("damcmc (hmm), latent='counts' with private cell sizes: the cell sizes "
                      f"N[r, t] ({R} x {T}) are latent, prior {prior_text}, imputed with the true "
                      "counts n[r, t, d, :] ~ Multinomial(N[r, t], theta_d[z[r, t]]) by exact "
-                     f"birth/death moves ({_SIZE_MOVES} per cell and iteration, steps 1..{kmax})"
+                     + ("transfers between cells that keep sum N = n" if size_total == "fixed"
+                        else "birth/death moves")
+                     + f" ({_SIZE_MOVES} per cell and iteration, steps 1..{kmax})"
                      f" and pair moves ({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} "
                      "per group and iteration)"
                      + (", non-centred MH moves (residual shifts, thinning, state shifts; "
                         "proposals learnt in the warm-up only)" if count_shift else "")
                      + ", then the z and theta Gibbs moves on them")
-        notes.append(noisy_sizes_note(release, sizes_rel))
+        notes.append(noisy_sizes_note(release, sizes_rel, size_total == "fixed"))
         notes.append(f"privacy of the release: {full_release.total_privacy()} by sequential "
                      f"composition of the counts' {release.privacy} and the cell sizes' "
                      f"{sizes_rel.privacy} (a report enters both)")
@@ -883,14 +902,41 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     return post
 
 
-def noisy_sizes_note(counts_rel, sizes_rel) -> str:
-    """What damcmc's posterior conditions on when the cell sizes are released with noise."""
+def noisy_sizes_note(counts_rel, sizes_rel, fixed: bool = False) -> str:
+    """What damcmc's posterior conditions on when the cell sizes are released with noise
+    (``fixed``: ``size_total="fixed"``, the published total too)."""
     mech = sizes_rel.mechanism
-    return ("conditions on the noisy counts and the noisy cell sizes N[r,t] (released with "
+    head = ("conditions on the noisy counts and the noisy cell sizes N[r,t] (released with "
             f"{mech.name} noise of scale {float(mech.scale):.6g}; the exact sizes are not "
-            f"published): exact for p(z, theta, N | noisy counts, noisy sizes). Not conditioned "
+            "published)")
+    if fixed:
+        return (head + f" and on the published total n = {counts_rel.n} = sum of the sizes "
+                "(size_total='fixed'): exact for p(z, theta, N | noisy counts, noisy sizes, n)")
+    return (head + ": exact for p(z, theta, N | noisy counts, noisy sizes). Not conditioned "
             f"on: the published total n = {counts_rel.n} = sum of the sizes (the latent sizes "
-            "are only bounded by it under the flat prior, not constrained to sum to it)")
+            "are only bounded by it under the flat prior, not constrained to sum to it; "
+            "size_total='fixed' conditions on it)")
+
+
+def _sum_to(sizes, n: int):
+    """``sizes (C,)`` non-negative integers adjusted to sum to ``n`` (a start of the chain with
+    ``size_total="fixed"``; any start in the support is valid): the shortfall added to the
+    cells in turn, an excess removed from the largest cells first."""
+    out = np.array(sizes, dtype=np.float64)
+    diff = int(n - out.sum())
+    C = out.size
+    i = 0
+    while diff > 0:
+        step = max(1, diff // C)
+        out[i % C] += step
+        diff -= step
+        i += 1
+    while diff < 0:
+        j = int(np.argmax(out))
+        step = min(int(out[j]), -diff, max(1, -diff // C))
+        out[j] -= step
+        diff += step
+    return out
 
 
 def _size_prior(size_prior, size_rate, sizes_rel, method, use_counts, release):

@@ -307,7 +307,10 @@ def _hmm_options(method: str) -> tuple[Option, ...]:
              _str("size_prior", "damcmc, cell sizes released privately: prior of each latent "
                   "cell size N[r,t] (flat on 0..n, or Poisson(size_rate))", ("flat", "poisson")),
              _num("size_rate", "damcmc, size_prior='poisson': the Poisson mean of a cell size",
-                  0, none=True, open_minimum=True))
+                  0, none=True, open_minimum=True),
+             _str("size_total", "damcmc, private cell sizes: 'free' (the latent sizes' sum is "
+                  "not tied to the published n) or 'fixed' (conditioned on sum N = n)",
+                  ("free", "fixed")))
     return opts
 
 
