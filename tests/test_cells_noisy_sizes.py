@@ -91,7 +91,7 @@ def test_damcmc_with_noisy_sizes_matches_enumeration():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = pp.infer(model, rel, method="damcmc", draws=2500, warmup=200, chains=4,
-                        seed=5)
+                        seed=5, size_total="free")
     assert post.exact
     assert post.sample_stats["N"].shape == (4, 2500, 1, 3)
     rate = post.chain_stats["size_accept_rate"]
@@ -107,7 +107,7 @@ def test_damcmc_with_noisy_sizes_matches_enumeration():
     wrong = _enumerate(_options(OBS, SIZES_OBS, T_SIZES / 4), K, ALPHA, BETA, None)
     assert np.max(np.abs(_z(post, wrong))) > 2 * K_MCSE
     notes = " ".join(post.notes)
-    assert "noisy cell sizes" in notes and "Not conditioned on" in notes
+    assert "noisy cell sizes" in notes and "Not conditioned on: the published total" in notes
     assert f"{1.0 + 2 / T_SIZES:g}" in notes or "privacy of the release" in notes
 
 
@@ -118,7 +118,14 @@ def test_poisson_prior_option_and_refusals():
         warnings.simplefilter("ignore")
         post = pp.infer(model, rel, method="damcmc", draws=20, warmup=5, chains=1, seed=1,
                         size_prior="poisson", size_rate=2.0)
-    assert any("Poisson(2)" in n for n in post.notes)
+    assert any("Poisson(2) per cell given the sum n" in n for n in post.notes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = pp.infer(model, rel, method="damcmc", draws=20, warmup=5, chains=1, seed=1,
+                        size_prior="poisson", size_rate=2.0, size_total="free")
+    assert any("prior Poisson(2)," in n for n in post.notes)
+    with pytest.raises(PrivpostError, match="size_total"):
+        pp.infer(model, rel, method="damcmc", draws=5, size_total="sum")
     with pytest.raises(PrivpostError, match="size_rate"):
         pp.infer(model, rel, method="damcmc", draws=5, size_prior="poisson")
     with pytest.raises(PrivpostError, match="size_prior"):
@@ -335,7 +342,7 @@ def test_damcmc_with_the_total_fixed_matches_enumeration():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         post = pp.infer(model, rel, method="damcmc", draws=2500, warmup=200, chains=4,
-                        seed=6, size_total="fixed")
+                        seed=6)                          # size_total="fixed": the default
     N = post.sample_stats["N"]
     assert np.all(N.sum(axis=(-2, -1)) == N_TOTAL)            # every draw keeps the total
     opts = _options(OBS, SIZES_OBS, T_SIZES)

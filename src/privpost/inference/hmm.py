@@ -581,7 +581,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                M: float = 10.0, keep: str = "last", diagnose: bool = True,
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", size_prior: str = "flat",
-               size_rate: float | None = None, size_total: str = "free", **options):
+               size_rate: float | None = None, size_total: str = "fixed", **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
     :class:`~privpost.queries.cell_counts.CellCounts` release (module docstring).
 
@@ -603,11 +603,13 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     holds at most the document's ``n`` reports) or ``"poisson"`` with mean ``size_rate``; each
     iteration makes :data:`_SIZE_MOVES` exact birth/death moves per cell
     (:func:`privpost.inference._hmm_sizes.size_moves`, largest step ``ceil(t_N)`` for the size
-    noise's scale ``t_N``). ``size_total="fixed"`` conditions on the published total as well
-    (``sum N = n``): the sizes start summing to ``n`` and move by transfers between cells
-    (:func:`~privpost.inference._hmm_sizes.transfer_moves`) instead; under it the Poisson
-    prior's ``size_rate`` cancels (independent Poissons given their sum are multinomial), and
-    ``heldout`` is refused. Target: ``p(z, theta, N, n | noisy counts, noisy sizes)`` (and
+    noise's scale ``t_N``). ``size_total="fixed"`` (default) conditions on the published total
+    as well (``sum N = n``, which every release document carries): the sizes start summing to
+    ``n`` and move by transfers between cells
+    (:func:`~privpost.inference._hmm_sizes.transfer_moves`) instead of births and deaths; under
+    it the Poisson prior's ``size_rate`` cancels (independent Poissons given their sum are
+    multinomial), and ``heldout`` is refused. ``size_total="free"``: births and deaths, the sum
+    not tied to ``n`` (bounded by it under the flat prior). Target: ``p(z, theta, N, n | noisy counts, noisy sizes)`` (and
     ``sum N = n`` when fixed); the
     sampled sizes are returned as the sample statistic ``N (chains, draws, R, T)`` and
     ``chain_stats["size_accept_rate"]``."""
@@ -674,10 +676,10 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     size_par = _size_prior(size_prior, size_rate, sizes_rel, method, use_counts, release)
     if size_total not in ("free", "fixed"):
         raise PrivpostError(f"size_total must be 'free' or 'fixed', got {size_total!r}")
-    if size_total == "fixed" and sizes_rel is None:
+    if size_total != "fixed" and sizes_rel is None:
         raise PrivpostError("size_total applies to a release whose cell sizes are released "
                             "with noise (damcmc); this release publishes them exactly")
-    if size_total == "fixed" and heldout is not None:
+    if size_total == "fixed" and sizes_rel is not None and heldout is not None:
         raise PrivpostError("size_total='fixed' ties every cell's size to the published total "
                             "n, held-out cells included: it does not combine with heldout")
     if sizes_rel is None and not q.sizes_public:
@@ -729,8 +731,13 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                           size_par=size_par[1], size_kmax=kmax,
                           size_fixed=size_total == "fixed")
         exact = True
-        prior_text = (f"flat on 0..n = 0..{release.n} (a cell holds at most the n reports)"
-                      if size_par[0] == 0 else f"Poisson({size_par[1]:g})")
+        if size_total == "fixed":
+            prior_text = ("flat over the sizes that sum to n" if size_par[0] == 0 else
+                          f"Poisson({size_par[1]:g}) per cell given the sum n (multinomial: "
+                          "size_rate cancels)")
+        else:
+            prior_text = (f"flat on 0..n = 0..{release.n} (a cell holds at most the n "
+                          "reports)" if size_par[0] == 0 else f"Poisson({size_par[1]:g})")
         notes.append("damcmc (hmm), latent='counts' with private cell sizes: the cell sizes "
                      f"N[r, t] ({R} x {T}) are latent, prior {prior_text}, imputed with the true "
                      "counts n[r, t, d, :] ~ Multinomial(N[r, t], theta_d[z[r, t]]) by exact "

@@ -305,11 +305,11 @@ def _hmm_options(method: str) -> tuple[Option, ...]:
              _str("keep", "ops: which state is released", ("last", "all")),
              _bool("diagnose", "convergence diagnostics of the chains"),
              _str("size_prior", "damcmc, cell sizes released privately: prior of each latent "
-                  "cell size N[r,t] (flat on 0..n, or Poisson(size_rate))", ("flat", "poisson")),
+                  "cell size N[r,t] (flat, or Poisson(size_rate))", ("flat", "poisson")),
              _num("size_rate", "damcmc, size_prior='poisson': the Poisson mean of a cell size",
                   0, none=True, open_minimum=True),
-             _str("size_total", "damcmc, private cell sizes: 'free' (the latent sizes' sum is "
-                  "not tied to the published n) or 'fixed' (conditioned on sum N = n)",
+             _str("size_total", "damcmc, private cell sizes: 'fixed' (conditioned on the "
+                  "published n = sum N) or 'free' (the latent sizes' sum not tied to n)",
                   ("free", "fixed")))
     return opts
 
@@ -346,7 +346,7 @@ REGISTRY: tuple[Method, ...] = (
            "independent of n (`docs/census_scale.md`; `latent=\"records\"` keeps the records)",
            True,
            "the whole release (any record-additive mechanism); release sets: every release; "
-           "HMM cells with noisy sizes: the noisy counts and sizes, not the published total n",
+           "HMM cells with noisy sizes: the noisy counts, the noisy sizes and n (size_total)",
            "Ju, Awan, Gong & Rao (seed 000); Foulds et al. (seed 004) for the HMM",
            (_hmm_route("damcmc"),
             Route(_NOT_HMM, frozenset({ReleaseKind.RELEASE, ReleaseKind.RELEASE_SET,
