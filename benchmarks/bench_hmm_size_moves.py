@@ -4,7 +4,9 @@ On the war-log shapes of docs/hmm.md (``simulate_warlogs("sparse" | "dense")``: 
 5 x 59 cells, 5 features of 8, 20, 2, 2, 2 levels), counts released at eps = 5 (Laplace scale
 2) and sizes at eps_N = 0.5 (discrete Laplace t_N = 4): times one call of
 :func:`privpost.inference._hmm_sizes.size_moves` as the sampler makes it (``_SIZE_MOVES`` per
-cell, steps 1..ceil(t_N)) against one :func:`~privpost.inference._hmm_core.count_sweep` (the
+cell, steps 1..ceil(t_N)) and of :func:`~privpost.inference._hmm_sizes.transfer_moves`
+(``size_total="fixed"``, the default) against one
+:func:`~privpost.inference._hmm_core.count_sweep` (the
 pair moves every iteration already makes), from the true state and emissions, min of 5 repeats
 of 200 calls each after a warm-up (Numba compiled). Then a whole-sampler comparison: hmm damcmc
 with exact vs noisy sizes, fixed draws, wall time per iteration.
@@ -24,7 +26,7 @@ import numpy as np
 import privpost as pp
 from privpost.inference import hmm as H
 from privpost.inference._hmm_core import count_sweep
-from privpost.inference._hmm_sizes import size_moves
+from privpost.inference._hmm_sizes import size_moves, transfer_moves
 from privpost.mechanisms import Laplace
 from privpost.models.hmm import HiddenMarkovNB, simulate_warlogs
 from privpost.queries.cell_counts import CellCounts
@@ -64,20 +66,27 @@ def main():
         t_sm = per_call(lambda: size_moves(z, theta, off, lev, counts, sizes, obs, obs_size,
                                            0.5, False, 0.25, False, 0, float(rs.releases[0].n),
                                            4, H._SIZE_MOVES, use, rng))
+        t_tr = per_call(lambda: transfer_moves(z, theta, off, lev, counts, sizes, obs, obs_size,
+                                               0.5, False, 0.25, False, 0,
+                                               float(rs.releases[0].n), 4, H._SIZE_MOVES, use,
+                                               rng))
         logt = np.log(theta)
         t_cs = per_call(lambda: count_sweep(z, logt, off, lev, counts, obs, 0.5, False, use, 1,
                                             rng))
         print(f"{regime}: {R} x {T} cells, n = {rs.releases[0].n}, median size "
               f"{np.median(sim['cell_sizes']):.0f}: size_moves {t_sm * 1e6:.1f} us/iteration, "
+              f"transfer_moves {t_tr * 1e6:.1f} us/iteration, "
               f"count_sweep {t_cs * 1e6:.1f} us/iteration")
         m2 = HiddenMarkovNB(3, model.n_levels)
         exact = pp.release(sim["records"], q, Laplace(epsilon=5.0), seed=1)
-        for name, rel in (("exact sizes", exact), ("noisy sizes", rs)):
+        for name, rel, opts in (("exact sizes", exact, {}),
+                                 ("noisy sizes, total fixed", rs, {}),
+                                 ("noisy sizes, total free", rs, {"size_total": "free"})):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 t = time.perf_counter()
                 pp.infer(m2, rel, method="damcmc", draws=200, warmup=100, chains=1, seed=2,
-                         diagnose=False)
+                         diagnose=False, **opts)
                 dt = time.perf_counter() - t
             print(f"  whole damcmc, {name}: {dt / 300 * 1e3:.2f} ms/iteration (300 iterations)")
 
