@@ -51,8 +51,11 @@ leaves ``p(N, n | z, theta, released)`` invariant; with the pair moves of ``coun
 (which keep ``N`` and mix the levels) the kernel is irreducible on ``{(N, n)}``. Exactness is
 tested against enumeration in ``tests/test_hmm_sizes.py``.
 
-Wired into ``privpost.infer``: the HMM ``damcmc`` driver (count latent) calls it every
-iteration when the release is a cell-counts release whose sizes are released privately (the
+:func:`transfer_moves` moves ``k`` units from one cell to another (a death and a birth, the
+same cancellation), which keeps ``sum_c N_c``: the sizes conditioned on the published total
+``n``. Wired into ``privpost.infer``: the HMM ``damcmc`` driver (count latent) calls one of
+them every iteration (``size_total="fixed"``, default: transfers; ``"free"``: births and
+deaths) when the release is a cell-counts release whose sizes are released privately (the
 :class:`~privpost.releases.ReleaseSet` of :mod:`privpost.releases.cells`), with the prior of the
 ``size_prior`` / ``size_rate`` options (:func:`privpost.inference.hmm.run_method`).
 """

@@ -49,7 +49,9 @@ the posterior notes say so (:data:`CELL_SIZES_NOTE`; the "NOT covered by the pri
 guarantee" statement itself is the release's, added by :func:`privpost.infer`). When the sizes
 are released privately instead (:mod:`privpost.releases.cells`), only ``damcmc`` with the
 count latent reads the release: the sizes are latent too (:func:`run_method`, ``size_prior``),
-moved by :func:`privpost.inference._hmm_sizes.size_moves` each iteration; the other methods
+moved each iteration by :func:`~privpost.inference._hmm_sizes.transfer_moves` (the total
+conditioned on the published n, ``size_total="fixed"``, default) or
+:func:`~privpost.inference._hmm_sizes.size_moves` (``"free"``); the other methods
 refuse it (registry: :data:`privpost.inference.registry._NOISY_SIZES_WHY`).
 * ``"ops"`` -- one-posterior-sample mechanism run on the *confidential* reports (``records=``
   required, a simulation-study tool like :mod:`privpost.inference.ops`): Gibbs on the tempered
@@ -150,7 +152,7 @@ _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
 _SHIFT_REPS = 10               # residual-shift moves of each state's emissions per iteration
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
-_SIZE_MOVES = 2                # size birth/death proposals per cell and iteration (noisy sizes)
+_SIZE_MOVES = 2                # size moves (transfers or births/deaths) per cell and iteration
 
 #: the posterior notes of every HMM method: what it conditions on (that the cell sizes are not
 #: covered by the release's guarantee is the release's own statement, which ``infer`` adds to
@@ -331,7 +333,7 @@ class GibbsChain:
         # proposed, accepted: residual-shift moves of theta, then of z, then the independence
         # proposals among the theta moves, then the thinning moves
         self.shift_stats = np.zeros(8)
-        self.size_stats = np.zeros(2)   # size birth/death moves proposed, accepted
+        self.size_stats = np.zeros(2)   # size moves proposed, accepted (noisy sizes)
         self.noisy_sizes = latent is not None and latent.get("size_obs") is not None
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
@@ -599,18 +601,16 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     :class:`~privpost.releases.ReleaseSet` ``[counts with sizes withheld, CellSizes]``,
     :mod:`privpost.releases.cells`): only ``damcmc`` with the count latent reads it (the other
     methods condition on exact sizes or ignore the noise and refuse it). The sizes ``N[r, t]``
-    are then latent too, with prior ``size_prior``: ``"flat"`` (default) on ``0..n`` (a cell
-    holds at most the document's ``n`` reports) or ``"poisson"`` with mean ``size_rate``; each
-    iteration makes :data:`_SIZE_MOVES` exact birth/death moves per cell
-    (:func:`privpost.inference._hmm_sizes.size_moves`, largest step ``ceil(t_N)`` for the size
-    noise's scale ``t_N``). ``size_total="fixed"`` (default) conditions on the published total
-    as well (``sum N = n``, which every release document carries): the sizes start summing to
-    ``n`` and move by transfers between cells
-    (:func:`~privpost.inference._hmm_sizes.transfer_moves`) instead of births and deaths; under
-    it the Poisson prior's ``size_rate`` cancels (independent Poissons given their sum are
-    multinomial), and ``heldout`` is refused. ``size_total="free"``: births and deaths, the sum
-    not tied to ``n`` (bounded by it under the flat prior). Target: ``p(z, theta, N, n | noisy counts, noisy sizes)`` (and
-    ``sum N = n`` when fixed); the
+    are then latent too, with prior ``size_prior``: ``"flat"`` (default) or ``"poisson"`` with
+    mean ``size_rate``. ``size_total="fixed"`` (default) conditions on the published total as
+    well (``sum N = n``, which every release document carries): the sizes start summing to
+    ``n`` and each iteration makes :data:`_SIZE_MOVES` exact transfers per cell
+    (:func:`~privpost.inference._hmm_sizes.transfer_moves`); the flat prior is then flat over
+    the size tables summing to ``n``, a Poisson prior multinomial (``size_rate`` cancels), and
+    ``heldout`` is refused. ``size_total="free"``: :data:`_SIZE_MOVES` birth/death moves per
+    cell (:func:`~privpost.inference._hmm_sizes.size_moves`), the flat prior on ``0..n`` per
+    cell, the sum not tied to ``n``. Steps ``1..ceil(t_N)`` for the size noise's scale
+    ``t_N``. Target: ``p(z, theta, N, n | noisy counts, noisy sizes[, sum N = n])``; the
     sampled sizes are returned as the sample statistic ``N (chains, draws, R, T)`` and
     ``chain_stats["size_accept_rate"]``."""
     from privpost.accounting import private_gibbs_cost
