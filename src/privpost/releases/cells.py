@@ -105,17 +105,19 @@ def release_cells(records, query, mechanism, *, epsilon_sizes=None, neighbours="
             epsilon_sizes, (int, float, np.integer, np.floating)) or \
             not (math.isfinite(float(epsilon_sizes)) and float(epsilon_sizes) > 0):
         raise PrivpostError(f"epsilon_sizes: must be a finite number > 0, got {epsilon_sizes!r}")
+    try:                                # before any noise is drawn
+        size_mech = DiscreteLaplace(epsilon=float(epsilon_sizes))
+    except PrivpostError as exc:        # e.g. outside privpost.limits' parameter range
+        raise PrivpostError(f"epsilon_sizes: {exc}") from None
     _check_seed(seed)
     if not isinstance(description, str):
         raise PrivpostError("description: must be a string")
-    if isinstance(seed, np.random.Generator):
-        s_counts, s_sizes = seed, seed
-    elif seed is None:
-        s_counts = s_sizes = None
+    if seed is None or isinstance(seed, np.random.Generator):
+        s_counts = s_sizes = seed       # None: each release's own secure source (release())
     else:
-        ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-        a, b = ss.spawn(2)
-        s_counts, s_sizes = np.random.default_rng(a), np.random.default_rng(b)
+        from privpost._rng import spawn
+
+        s_counts, s_sizes = spawn(seed, 2)
     withheld = CellCounts(query.n_levels, n_regions=query.n_regions, n_times=query.n_times,
                           columns=query.columns)
     meta = dict(metadata or {})
@@ -130,8 +132,7 @@ def release_cells(records, query, mechanism, *, epsilon_sizes=None, neighbours="
         smeta[DOMAIN_FROM_DATA] = parts
     sizes = release(records, CellSizes(query.n_regions, query.n_times,
                                        columns=query.columns[:2]),
-                    DiscreteLaplace(epsilon=float(epsilon_sizes)), neighbours=neighbours,
-                    seed=s_sizes, metadata=smeta)
+                    size_mech, neighbours=neighbours, seed=s_sizes, metadata=smeta)
     return ReleaseSet([counts, sizes], description=description or
                       "HMM cell counts with their cell sizes released privately "
                       "(privpost.releases.cells)")
