@@ -1,0 +1,166 @@
+"""Collapsed pair moves of the count table (theta integrated out; issue 21, brief "flat").
+
+``privpost.inference._count_moves.pair_move_c`` with Dirichlet concentrations ``ai, aj >= 1``
+draws ``k`` exactly from ``f(k) ∝ Gamma(ai + ci + k) Gamma(aj + cj - k) / (Gamma(ci + k + 1)
+Gamma(cj - k + 1)) prod_m eta_m(r_m - k v_m)``: its draws are compared by a chi-square test with
+that pmf computed independently (scipy's ``gammaln`` and the mechanisms' own ``logpdf``), on
+enumerated ranges, on ranges drawn through the hat, and on a huge range. Wrong variant: the
+Dirichlet-multinomial terms left out (the pair's conditional given equal cell probabilities)
+must be rejected. The chain-level check (partially collapsed Gibbs: collapsed sweep, then theta
+given the table) is ``tests/test_damcmc_counts.py::test_tiny_histogram_against_enumeration``
+(concentrations 1, 1, 2: now collapsed by default) plus the wrong-concentration variant below.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+from scipy import special
+
+import privpost
+from privpost.errors import PrivpostError
+from privpost.inference import _count_latent
+from privpost.inference import _count_moves as cm
+from privpost.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
+from privpost.models import DirichletCategorical
+from privpost.queries import Histogram
+
+from test_count_moves import P_OK, P_WRONG, _args, chisq_p
+from test_damcmc import z_mean
+from test_damcmc_counts import _rel, histogram_exact
+
+warnings.filterwarnings("ignore", category=FutureWarning)
+
+MECHS = {
+    "laplace": lambda: Laplace(scale=2.5),
+    "discrete_laplace": lambda: DiscreteLaplace(scale=2.5),
+    "gaussian": lambda: Gaussian(scale=3.0),
+    "discrete_gaussian": lambda: DiscreteGaussian(scale=3.0),
+}
+
+
+def reference_logf(ks, ci, cj, ai, aj, s, T, v, mechs, *, drop_dm=False):
+    """Independent unnormalised log f(k) of the collapsed pair: Dirichlet-multinomial weights of
+    (ci + k, cj - k) times the mechanisms' densities of ``s_m`` at ``T_m + k v_m``."""
+    ks = np.asarray(ks, dtype=float)
+    out = -special.gammaln(ci + ks + 1) - special.gammaln(cj - ks + 1)
+    if not drop_dm:
+        out = out + special.gammaln(ai + ci + ks) + special.gammaln(aj + cj - ks)
+    for s_m, T_m, v_m, mech in zip(s, T, v, mechs):
+        out = out + mech.logpdf(np.array([s_m]), (T_m + ks * v_m)[:, None])
+    return out
+
+
+@pytest.mark.parametrize("conc", [(1.0, 1.0), (2.5, 1.0), (6.0, 9.0)])
+@pytest.mark.parametrize("cells", [(4, 7), (30, 45)])
+@pytest.mark.parametrize("mech", list(MECHS))
+def test_collapsed_pair_move_matches_enumeration(mech, cells, conc):
+    """Ranges of 12 points (enumerated) and 76 points (mode, drop points, hat); one released
+    coordinate counting cell i (v = 1), observed away from the current table."""
+    ci, cj = map(float, cells)
+    ai, aj = conc
+    m = MECHS[mech]().calibrate(1.0)
+    s, T, v = [ci + np.round(0.35 * cj)], [ci], [1.0]
+    r, v_, w, l2 = _args(s, T, v, [m])
+    draws = cm.sample_many(20_000, ci, cj, 0.0, r, v_, w, l2, np.random.default_rng(7), ai, aj)
+    ks = np.arange(-ci, cj + 1)
+    assert chisq_p(draws, ks, reference_logf(ks, ci, cj, ai, aj, s, T, v, [m])) > P_OK
+    # cm.pmf (the test helper) agrees with the reference
+    _, pm = cm.pmf(ci, cj, 0.0, r, v_, w, l2, ai=ai, aj=aj)
+    ref = reference_logf(ks, ci, cj, ai, aj, s, T, v, [m])
+    ref = np.exp(ref - special.logsumexp(ref))
+    assert np.allclose(pm, ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("conc", [(2.5, 1.0), (6.0, 9.0)])
+def test_collapsed_pair_move_without_dirichlet_terms_fails(conc):
+    """Wrong variant: the same move with the Dirichlet-multinomial terms dropped (ai = 0: the
+    conditional at equal cell probabilities) is rejected against the collapsed pmf."""
+    ci, cj = 30.0, 45.0
+    ai, aj = conc
+    m = Laplace(scale=6.0).calibrate(1.0)
+    s, T, v = [ci + np.round(0.35 * cj)], [ci], [1.0]
+    r, v_, w, l2 = _args(s, T, v, [m])
+    draws = cm.sample_many(20_000, ci, cj, 0.0, r, v_, w, l2, np.random.default_rng(8))
+    ks = np.arange(-ci, cj + 1)
+    assert chisq_p(draws, ks, reference_logf(ks, ci, cj, ai, aj, s, T, v, [m])) < P_WRONG
+    # and it is the law it should be (the reference without the terms)
+    assert chisq_p(draws, ks, reference_logf(ks, ci, cj, ai, aj, s, T, v, [m],
+                                             drop_dm=True)) > P_OK
+
+
+def test_collapsed_pair_move_huge_range():
+    """Cells of 3e8 and 5e8 units (alpha 1.5 and 4), a Gaussian coordinate on cell i: the draws
+    must fit the pmf enumerated on a window of +-60 sd around the mode (the rest of the range has
+    mass < 1e-700), computed in the cancellation-free form."""
+    ci, cj, ai, aj = 3.0e8, 5.0e8, 1.5, 4.0
+    m = Gaussian(scale=4.0).calibrate(1.0)
+    s, T, v = [ci + 11.3], [ci], [1.0]
+    r, v_, w, l2 = _args(s, T, v, [m])
+    draws = cm.sample_many(20_000, ci, cj, 0.0, r, v_, w, l2, np.random.default_rng(9), ai, aj)
+    ks = np.arange(-250.0, 260.0)
+    lf = np.array([cm._log_f_rel(k, 0.0, ci, cj, 0.0, ai, aj, r, v_, w, l2, 1) for k in ks])
+    # independently: the Gaussian factor dominates; the gamma terms by mpmath-free Stirling via
+    # scipy at these sizes are cancellation-prone, so check their slope instead: log f(k+1) -
+    # log f(k) - eta part = log((ai + ci + k) (cj - k)) - log((ci + k + 1) (aj + cj - k - 1))
+    k0 = 5.0
+    d = lf[ks == k0 + 1][0] - lf[ks == k0][0]
+    eta = float(m.logpdf(np.array(s), np.array([[T[0] + k0 + 1]]))[0]
+                - m.logpdf(np.array(s), np.array([[T[0] + k0]]))[0])
+    dm = (np.log(ai + ci + k0) + np.log(cj - k0) - np.log(ci + k0 + 1) - np.log(aj + cj - k0 - 1))
+    assert abs(d - (eta + dm)) < 1e-9
+    assert draws.min() >= ks[0] and draws.max() <= ks[-1]
+    assert chisq_p(draws, ks, lf) > P_OK
+
+
+# ============================================================================================
+# chain level: the partially collapsed Gibbs chain (collapsed sweep, then p | c)
+# ============================================================================================
+
+def test_collapsed_default_and_its_limits():
+    rel = _rel(Histogram(3), DiscreteLaplace(scale=1.2), 7, [5.0, 0.0, 1.0])
+    law = DirichletCategorical(np.array([1.0, 1.0, 2.0])).count_latent(rel)
+    assert law.collapsed and np.array_equal(law.col_alpha, [1.0, 1.0, 2.0])
+    # concentrations below 1: the collapsed conditional is not log-concave -> given-theta moves
+    law = DirichletCategorical(np.array([0.5, 1.0, 2.0])).count_latent(rel)
+    assert not law.collapsed and not law.col_alpha.any()
+    post = privpost.infer(DirichletCategorical(np.array([1.0, 1.0, 2.0])), rel, method="damcmc",
+                          draws=50, warmup=20, seed=1, chains=2, progress=False)
+    assert any("collapsed" in nt for nt in post.notes)
+    from privpost.inference._count_table import CountTable
+    with pytest.raises(PrivpostError, match="collapsed"):
+        CountTable(names=law.names, shapes=law.shapes, groups=law.groups, totals=law.totals,
+                   coords=law.coords, log_probs=law.log_probs, update=law.update,
+                   prior_sample=law.prior_sample, dirichlet=law.dirichlet, collapsed=True)
+
+
+def test_collapsed_chain_with_wrong_concentrations_fails():
+    """Wrong variant at chain level: collapsed moves weighted with concentrations 1 while the
+    prior has (6, 1, 1) -- the table then follows the wrong marginal law -- must be rejected
+    by the enumerated posterior mean that the right chain matches."""
+    alpha = np.array([6.0, 1.0, 1.0])
+    n = 8
+    rel = _rel(Histogram(3), DiscreteLaplace(scale=2.0), n, [2.0, 4.0, 2.0])
+    model = DirichletCategorical(alpha)
+    w, tables = histogram_exact(alpha, n, [rel])
+    exact = (w @ (alpha + tables)) / (alpha.sum() + n)
+    zs = {}
+    for name, col in (("right", alpha), ("wrong", np.ones(3))):
+        law = model.count_latent(rel)
+        law.n_shift = 0                  # the pair moves and the theta draw only
+        law.col_alpha = col.copy()
+        post = _count_latent.run(law, model, rel, draws=3000, warmup=300, chains=4, seed=5,
+                                 progress=False)
+        zs[name] = [abs(z_mean(post.draws["p"][..., j], exact[j])) for j in range(3)]
+    assert max(zs["right"]) < 4.0, zs
+    assert max(zs["wrong"]) > 4.0, zs
+
+
+def test_enumeration_helper_is_consistent():
+    """histogram_exact's weights sum over every composition of n (sanity of the reference)."""
+    w, tables = histogram_exact(np.ones(3), 4, [])
+    assert len(tables) == len([c for c in itertools.product(range(5), repeat=3) if sum(c) == 4])
+    assert np.allclose(w, 1.0 / len(tables))      # DM(1,1,1) is uniform on compositions
