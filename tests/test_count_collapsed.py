@@ -164,3 +164,66 @@ def test_enumeration_helper_is_consistent():
     w, tables = histogram_exact(np.ones(3), 4, [])
     assert len(tables) == len([c for c in itertools.product(range(5), repeat=3) if sum(c) == 4])
     assert np.allclose(w, 1.0 / len(tables))      # DM(1,1,1) is uniform on compositions
+
+
+# ============================================================================================
+# the matching sweep keeps the table's exact law (given theta, and collapsed)
+# ============================================================================================
+
+def _sweep_problem():
+    """test_count_sweep's tiny problem (groups of 4, 2 and 1 cells; a Laplace and a Gaussian
+    coordinate across groups): every table and its law given LOG_P, and its collapsed law for
+    concentrations COL (Dirichlet-multinomial per group instead of the multinomial)."""
+    import test_count_sweep as ts
+
+    tabs, lp = ts._tables()
+    col = np.array([1.0, 2.0, 1.5, 3.0, 1.0, 2.5, 1.0])
+    lp_col = lp.copy()
+    for cells, tot in zip(ts.GROUPS, ts.TOTALS):
+        pg = np.exp(ts.LOG_P[cells])
+        pg = pg / pg.sum()
+        x = tabs[:, cells]
+        lp_col -= (x * np.log(pg)).sum(axis=1)                     # multinomial -> DM
+        lp_col += (special.gammaln(col[cells] + x) - special.gammaln(col[cells])).sum(axis=1)
+    return ts, tabs, lp, lp_col, col
+
+
+def _matching_run(ts, tabs, lp, col, wrong=False, n_draws=30_000, seed=11):
+    from privpost.inference import _count_table as ct
+
+    law = ts._Law()
+    L, co = law.law, law.law.coords
+    perm = np.zeros(L.J, dtype=np.int64)
+    probs = np.exp(lp - special.logsumexp(lp))
+    rng = np.random.default_rng(seed)
+    start = rng.choice(len(tabs), size=n_draws, p=probs)
+    index = {tuple(t): q for q, t in enumerate(tabs)}
+    out = np.empty(n_draws, dtype=np.int64)
+    for t in range(n_draws):
+        c = tabs[start[t]].copy()
+        ct.matching_sweep(c, ts.LOG_P, col, 1, L.grp_ptr, L.grp_cells, perm, L.cell_ptr,
+                          L.cell_coord, L.cell_coef, co.s, co.w, co.l2, law.r, law.b_idx,
+                          law.b_r, law.b_v, law.b_w, law.b_l2, rng)
+        assert c.sum() == sum(ts.TOTALS) and c.min() >= 0
+        out[t] = index[tuple(c)]
+    return ts._chisq_p(out, probs), float(np.mean(out != start))
+
+
+def test_matching_sweep_keeps_the_table_law_given_theta():
+    ts, tabs, lp, _, _ = _sweep_problem()
+    p, moved = _matching_run(ts, tabs, lp, np.zeros(7))
+    assert moved > 0.3 and p > P_OK, (p, moved)
+
+
+def test_collapsed_matching_sweep_keeps_the_collapsed_law():
+    ts, tabs, _, lp_col, col = _sweep_problem()
+    p, moved = _matching_run(ts, tabs, lp_col, col)
+    assert moved > 0.3 and p > P_OK, (p, moved)
+
+
+def test_collapsed_sweep_does_not_keep_the_law_given_theta():
+    """Wrong variant: collapsed weights against the law given theta (the sweep alone, without
+    the theta draw, is not a move of that law)."""
+    ts, tabs, lp, _, col = _sweep_problem()
+    p, moved = _matching_run(ts, tabs, lp, col)
+    assert moved > 0.3 and p < P_WRONG, (p, moved)

@@ -298,6 +298,41 @@ def pair_sweep_c(c, log_p, col_alpha, n_pairs, unit_frac, eligible, el_pos, fen,
 
 
 @njit(cache=True, nogil=True)
+def matching_sweep(c, log_p, col_alpha, n_rounds, grp_ptr, grp_cells, perm, cell_ptr,
+                   cell_coord, cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w, b_l2, rng):
+    """``n_rounds`` rounds of exact pair moves along a random perfect matching of each group's
+    cells: the group's cells in a uniformly random order (Fisher-Yates), then the pairs
+    (1st, 2nd), (3rd, 4th), ... each moved by :func:`_pair_update_c` (an odd group leaves its
+    last cell of that order out). The matching is drawn independently of the table, so each
+    round is a composition of exact pair (Gibbs) updates in a state-independent random order and
+    leaves the target invariant; unlike pairs drawn with replacement, every cell takes part in
+    every round (with ``J`` pairs drawn at random a cell sits out a sweep with probability
+    ``~ e^-2``). ``perm`` (J,) int64 work; other arguments as :func:`pair_sweep_c`. Returns the
+    number of units moved."""
+    residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
+    moved = 0.0
+    for _ in range(n_rounds):
+        for g in range(grp_ptr.shape[0] - 1):
+            g0 = grp_ptr[g]
+            size = grp_ptr[g + 1] - g0
+            if size < 2:
+                continue
+            for t in range(size):
+                perm[t] = grp_cells[g0 + t]
+            for t in range(size - 1, 0, -1):
+                u = rng.integers(0, t + 1)
+                tmp = perm[t]
+                perm[t] = perm[u]
+                perm[u] = tmp
+            for t in range(0, size - 1, 2):
+                k = _pair_update_c(perm[t], perm[t + 1], c, log_p, col_alpha, cell_ptr,
+                                   cell_coord, cell_coef, w, l2, r, b_idx, b_r, b_v, b_w, b_l2,
+                                   rng)
+                moved += abs(k)
+    return moved
+
+
+@njit(cache=True, nogil=True)
 def _pair_update(i, j, c, log_p, cell_ptr, cell_coord, cell_coef, w, l2, r, b_idx, b_r, b_v,
                  b_w, b_l2, rng):
     """:func:`_pair_update_c` conditional on theta (no collapsed cells)."""
@@ -359,7 +394,7 @@ def _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng):
 
 @njit(cache=True, nogil=True)
 def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, col_alpha, totals, n_pairs,
-                         unit_frac,
+                         unit_frac, n_match, perm,
                          n_shift, eligible, el_pos, fen, cell_grp, grp_ptr, grp_cells, last,
                          cell_ptr, cell_coord, cell_coef, s, w, l2, log_const, r, r_new, b_idx,
                          b_r, b_v, b_w, b_l2, c_new, p_new, lp_new, v, vp, z, iw_f, iw_i, mean, m2,
@@ -379,9 +414,13 @@ def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, col_alpha, tot
     for t in range(n_iter):
         # collapsed sweep (col_alpha = alpha) or one given p (zeros); either way p is drawn
         # from p(p | c) right after it, which makes the pair (sweep, draw) exact
-        pair_sweep_c(c, lp, col_alpha, n_pairs, unit_frac, eligible, el_pos, fen, cell_grp,
-                     grp_ptr, grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, r, b_idx,
-                     b_r, b_v, b_w, b_l2, rng)
+        if n_match > 0:
+            matching_sweep(c, lp, col_alpha, n_match, grp_ptr, grp_cells, perm, cell_ptr,
+                           cell_coord, cell_coef, s, w, l2, r, b_idx, b_r, b_v, b_w, b_l2, rng)
+        if n_pairs > 0:
+            pair_sweep_c(c, lp, col_alpha, n_pairs, unit_frac, eligible, el_pos, fen, cell_grp,
+                         grp_ptr, grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, r,
+                         b_idx, b_r, b_v, b_w, b_l2, rng)
         _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng)
         if n_shift > 0 and dim > 0:
             # free coordinates and log target at the current p
@@ -770,6 +809,11 @@ class CountTable(CountLatent):
                                 "every concentration >= 1")
         self.collapsed = bool(collapsed)
         self.col_alpha = self.alpha.copy() if self.collapsed else np.zeros(J)
+        # few units per cell (the default asks for >= J/2 random pairs): one round of pairs along
+        # a random matching instead, every cell moved once (measured: DEFAULT_COLLAPSED's note)
+        self.n_match = 0
+        if self.collapsed and n_pairs is None and 2 * self.n_pairs >= J:
+            self.n_match, self.n_pairs = 1, 0
 
     # -- pieces used by the chains --------------------------------------------------------
     def start(self, rng, start: str):
@@ -812,23 +856,27 @@ class CountTable(CountLatent):
             return [DirichletTableChain(self, rng, start) for rng in rngs]
         return [TableChain(self, rng, start) for rng in rngs]
 
-    def _kind(self) -> str:
-        return (" collapsed (theta integrated out: Dirichlet-multinomial weights; theta then "
-                "drawn given the table)" if getattr(self, "collapsed", False) else "")
+    def _moves(self) -> str:
+        """The table moves of one iteration, for the notes."""
+        kind = (" collapsed (theta integrated out: Dirichlet-multinomial weights; theta then "
+                "drawn given the table)" if self.collapsed else "")
+        if self.n_match:
+            return (f"{self.n_match} round{'s' if self.n_match > 1 else ''} of exact pair moves"
+                    f"{kind} along a random matching of the cells")
+        return (f"{self.n_pairs} exact pair moves{kind} ({self.unit_frac:.0%} of them chosen by "
+                "unit)")
 
     def extra_notes(self, results: list[dict]) -> list[str]:
         notes = []
         if self.n_shift:
             acc = [r["shift_accept"] for r in results]
-            notes.append(f"count table: {self.n_pairs} exact pair moves{self._kind()} "
-                         f"({self.unit_frac:.0%} of them chosen by unit), the theta update and "
+            notes.append(f"count table: {self._moves()}, the theta update and "
                          f"{self.n_shift} residual-shift (non-centred) moves per iteration; "
                          f"shift acceptance after warm-up {min(acc):.2f}-{max(acc):.2f}")
         else:
             why = (f" (no non-centred move: more than {MAX_SHIFT_DIM} free cells)"
                    if self.J - len(self.groups) > MAX_SHIFT_DIM else "")
-            notes.append(f"count table: {self.n_pairs} exact pair moves{self._kind()} "
-                         f"({self.unit_frac:.0%} of them chosen by unit) and the theta update "
+            notes.append(f"count table: {self._moves()} and the theta update "
                          f"per iteration{why}")
         return notes
 
@@ -964,6 +1012,7 @@ class DirichletTableChain(TableChain):
         self.b_l2 = np.zeros(b, dtype=np.bool_)
         self.fen = np.zeros(law.eligible.shape[0] + 1)
         self.c_new, self.p_new, self.lp_new = np.zeros(J), np.zeros(J), np.zeros(J)
+        self.perm = np.zeros(J, dtype=np.int64)
         dim = J - len(law.groups) if law.n_shift else 0     # no move: no proposal state
         self.v, self.vp, self.z = np.zeros(dim), np.zeros(dim), np.zeros(dim)
         # the compiled _IWState (same start and targets as damcmc._IWState)
@@ -993,8 +1042,7 @@ class DirichletTableChain(TableChain):
         out_le = np.empty(k if keep else 0)
         dirichlet_iterations(
             k, keep, not keep, self.c, self.p, self.lp, law.alpha, law.col_alpha, law.totals,
-            law.n_pairs,
-            law.unit_frac, law.n_shift, law.eligible, law.el_pos, self.fen, law.cell_grp,
+            law.n_pairs, law.unit_frac, law.n_match, self.perm, law.n_shift, law.eligible, law.el_pos, self.fen, law.cell_grp,
             law.grp_ptr, law.grp_cells, law.last, law.cell_ptr, law.cell_coord, law.cell_coef,
             co.s, co.w, co.l2, co.log_const, self.r, self.r_new, self.b_idx, self.b_r, self.b_v,
             self.b_w, self.b_l2, self.c_new, self.p_new, self.lp_new, self.v, self.vp, self.z,
