@@ -814,6 +814,11 @@ class CountTable(CountLatent):
         self.n_match = 0
         if self.collapsed and n_pairs is None and 2 * self.n_pairs >= J:
             self.n_match, self.n_pairs = 1, 0
+        if self.collapsed and J == 2 and len(self.groups) == 1:
+            # the one collapsed pair move is an exact draw of c from p(c | s), the theta draw
+            # one from p(theta | c): every iteration is an independent exact draw of the
+            # posterior (the theta-marginal sampler of a 0/1 sum), no non-centred move needed
+            self.n_shift = 0
 
     # -- pieces used by the chains --------------------------------------------------------
     def start(self, rng, start: str):
