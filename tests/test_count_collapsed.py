@@ -14,6 +14,7 @@ given the table) is ``tests/test_damcmc_counts.py::test_tiny_histogram_against_e
 from __future__ import annotations
 
 import itertools
+import math
 import warnings
 
 import numpy as np
@@ -227,3 +228,50 @@ def test_collapsed_sweep_does_not_keep_the_law_given_theta():
     ts, tabs, lp, _, col = _sweep_problem()
     p, moved = _matching_run(ts, tabs, lp, col)
     assert moved > 0.3 and p < P_WRONG, (p, moved)
+
+
+# ============================================================================================
+# Beta-Bernoulli: every iteration an independent exact draw (theta-marginal sampler)
+# ============================================================================================
+
+def test_beta_bernoulli_collapsed_is_the_exact_marginal_sampler_at_1e7():
+    """Beta(2.5, 4) prior (Dirichlet-multinomial terms active, counts ~3e6: the Stirling form),
+    n = 1e7, Laplace noise of scale 3000 on the sum: the one collapsed move draws c from
+    p(c | s) = BetaBinomial(c; n, 2.5, 4) eta(s - c) / Z exactly and theta | c is Beta, so the
+    draws are independent (lag-1 autocorrelation ~ 0, ESS ~ the number of draws) and match
+    quadrature of p(theta | s) ∝ Beta(theta; 2.5, 4) sum_c Binom(c; n, theta) eta(s - c); the
+    wrong variant (binomial coefficient dropped from the quadrature) fails."""
+    from test_damcmc import _ess, z_cdf
+    from test_damcmc_counts import _grid_mean_cdf, bb_quadrature
+
+    from privpost.models import BetaBernoulli
+    from privpost.queries import Sum
+
+    n = 10 ** 7
+    b_noise = 3000.0
+    s = 3.0e6 + 777.0
+    rel = _rel(Sum(bounds=(0, 1)), Laplace(scale=b_noise), n, s)
+    model = BetaBernoulli(2.5, 4.0)
+    law = model.count_latent(rel)
+    assert law.collapsed and law.n_shift == 0 and law.n_match == 1
+    post = _count_latent.run(law, model, rel, draws=2000, warmup=50, chains=4, seed=13,
+                             progress=False)
+    th = post.draws["theta"]
+    x = th - th.mean()
+    lag1 = float((x[:, 1:] * x[:, :-1]).mean() / (x * x).mean())
+    assert abs(lag1) < 4.0 / math.sqrt(th.size), lag1          # independent draws
+    assert _ess(th) > 0.7 * th.size
+    sd = math.sqrt(2 * b_noise ** 2 + n * 0.21) / n
+    grid = np.linspace(s / n - 9 * sd, s / n + 9 * sd, 241)
+    # the Laplace factor is < e^-30 of its peak beyond +-30 scales: the rest of the sum is
+    # bounded by e^-30 times the (bounded) binomial mass there
+    win = dict(k_lo=int(s - 30 * b_noise), k_hi=int(s + 30 * b_noise), grid=grid)
+    g, dens = bb_quadrature(2.5, 4.0, n, s, rel.mechanism, **win)
+    xs = [float(np.quantile(th, q)) for q in (0.1, 0.5, 0.9)]
+    mean, cdfs = _grid_mean_cdf(g, dens, xs)
+    assert abs(z_mean(th, mean)) < 4.0
+    for xx, cc in zip(xs, cdfs):
+        assert abs(z_cdf(th, xx, cc)) < 4.0
+    g, dens_w = bb_quadrature(2.5, 4.0, n, s, rel.mechanism, drop_coefficient=True, **win)
+    wmean, _ = _grid_mean_cdf(g, dens_w, xs)
+    assert abs(z_mean(th, wmean)) > 4.0, (z_mean(th, mean), z_mean(th, wmean))
