@@ -173,7 +173,7 @@ def _fen_find(fen, u):
 
 @njit(cache=True, nogil=True)
 def _pair_update_c(i, j, c, log_p, col_alpha, cell_ptr, cell_coord, cell_coef, w, l2, r, b_idx,
-                 b_r, b_v, b_w, b_l2, rng):
+                   b_r, b_v, b_w, b_l2, rng):
     """The exact pair move between cells ``i`` and ``j`` (:func:`pair_move_c`; collapsed --
     theta integrated out, Dirichlet concentrations ``col_alpha[i], col_alpha[j] >= 1`` -- when
     ``col_alpha[i] > 0``); updates ``c`` and the residuals ``r``; returns ``k`` (units moved
@@ -288,7 +288,7 @@ def pair_sweep_c(c, log_p, col_alpha, n_pairs, unit_frac, eligible, el_pos, fen,
             i = eligible[rng.integers(0, n_el)]
             j = _group_partner(i, cell_grp, grp_ptr, grp_cells, rng)
         k = _pair_update_c(i, j, c, log_p, col_alpha, cell_ptr, cell_coord, cell_coef, w, l2,
-                         r, b_idx, b_r, b_v, b_w, b_l2, rng)
+                           r, b_idx, b_r, b_v, b_w, b_l2, rng)
         if k != 0.0:
             moved += abs(k)
             if unit_frac > 0.0:
