@@ -374,15 +374,22 @@ def test_cli_declared_census_table_runs_count_level(tmp_path):
     assert res.exit_code != 0 and "max_latent" in res.output
 
 
-def test_generic_python_chain_matches_exact():
+@pytest.mark.parametrize("moves", ["given-theta", "collapsed"])
+def test_generic_python_chain_matches_exact(moves):
     """The CountTable chain of a model without the compiled Dirichlet driver (the path the
     naive-Bayes and MRF tables take): BetaBernoulli's table with ``dirichlet`` removed, its
-    theta update, logit-scale residual-shift move and Python iteration, against the exact
-    mixture; wrong variant: the noise scale doubled."""
+    theta update, logit-scale residual-shift move and Python iteration -- with pair moves given
+    theta, or collapsed ones along a matching (theta then drawn by the Python update) --
+    against the exact mixture; wrong variant: the noise scale doubled."""
     n = 20
     rel = _rel(Sum(bounds=(0, 1)), Laplace(scale=2.0), n, 15.5)
     model = BetaBernoulli(2.0, 2.0)
     law = model.count_latent(rel)
+    if moves == "given-theta":
+        _centred(law, 2)
+    else:
+        assert law.collapsed and law.n_match == 1
+        law.n_shift = 2
     law.dirichlet = None
     post = _count_latent.run(law, model, rel, draws=3000, warmup=300, seed=4, **KW)
     th = post.draws["theta"]

@@ -905,6 +905,7 @@ class TableChain:
         self.b_r, self.b_v, self.b_w = np.zeros(b), np.zeros(b), np.zeros(b)
         self.b_l2 = np.zeros(b, dtype=np.bool_)
         self.fen = np.zeros(law.eligible.shape[0] + 1)
+        self.perm = np.zeros(law.J, dtype=np.int64)
         self.done = 0
         self.n_stored = 0
         self._blocks = {nm: [] for nm in list(law.names) + ["log_eta"]}
@@ -952,10 +953,16 @@ class TableChain:
 
     def _iterate(self, adapting: bool) -> None:
         law, co = self.law, self.law.coords
-        pair_sweep(self.c, self.lp, law.n_pairs, law.unit_frac, law.eligible, law.el_pos,
-                   self.fen, law.cell_grp, law.grp_ptr,
-                   law.grp_cells, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2,
-                   self.r, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2, self.rng)
+        if law.n_match:
+            matching_sweep(self.c, self.lp, law.col_alpha, law.n_match, law.grp_ptr,
+                           law.grp_cells, self.perm, law.cell_ptr, law.cell_coord,
+                           law.cell_coef, co.s, co.w, co.l2, self.r, self.b_idx, self.b_r,
+                           self.b_v, self.b_w, self.b_l2, self.rng)
+        pair_sweep_c(self.c, self.lp, law.col_alpha, law.n_pairs, law.unit_frac, law.eligible,
+                     law.el_pos, self.fen, law.cell_grp, law.grp_ptr, law.grp_cells,
+                     law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2, self.r,
+                     self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2, self.rng)
+        # right after a collapsed sweep: theta from p(theta | c) (law.update is exact there)
         self.params = law.update(self.params, self.c, self.rng)
         self.lp = np.ascontiguousarray(law.log_probs(self.params), dtype=np.float64)
         if self.iw is not None:
