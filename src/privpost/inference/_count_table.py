@@ -91,7 +91,8 @@ DEFAULT_UNIT_FRAC = 1.0
 #: Collapsed pair moves by default on the Dirichlet path (every concentration >= 1). With theta
 #: integrated out the table's chain no longer waits for theta: at a few units per cell against the
 #: noise (missing-information fraction ~ 1/2) the centred moves give ESS/draw ~ 1/3 (measured:
-#: the K = 10 histogram at n = 100, 0.36), the collapsed ones ~ 1 (benchmarks/README.md, "flat").
+#: the K = 10 histogram at n = 100, 0.36; collapsed 0.60, 0.64 along a matching; in the
+#: noise-dominated regime 0.004 -> 0.14: benchmarks/README.md, "collapsed pair moves").
 DEFAULT_COLLAPSED = True
 
 # ============================================================================================
