@@ -23,6 +23,10 @@ prior), in the signatures of :class:`privpost.inference._damcmc_fast.CompiledInt
   w_j alpha_j]`` = the Gamma(v_j, w_j) log prior plus the Jacobian ``sum_j log alpha_j`` of the
   log walk, up to the constant ``sum_j (v_j log w_j - lgamma(v_j))``.
 
+:func:`fused_step_for` gives the driver, for a ``CensoredLogMean`` release, one pass per step
+that returns the records, their contributions and ``log p(u | alpha)`` together (issue 22; the
+same map and law, computed with one ``exp`` per entry instead of two ``exp`` and a ``log``).
+
 ``digamma`` and ``trigamma`` are compiled here (series); the NumPy move uses SciPy's, equal to
 about 1e-15, so with the same seed both give the same chain (tests/test_dirichlet_compiled_move.py).
 Every function is ``cache=True`` (a second process loads them from Numba's on-disk cache).
@@ -187,8 +191,9 @@ def _from_free(theta, v, out):
 
 def dirichlet_move(D: int, shape: np.ndarray, rate: np.ndarray):
     """The :class:`CompiledInterweave` fields ``(dim, innov_width, innovations,
-    from_innovations, to_free, from_free, log_target, log_density, fused_step)`` for ``Dirichlet(D)`` with independent
-    ``Gamma(shape_j, rate_j)`` priors (``shape``, ``rate`` ``(D,)`` float64)."""
+    from_innovations, to_free, from_free, log_target, log_density, fused_step)`` for
+    ``Dirichlet(D)`` with independent ``Gamma(shape_j, rate_j)`` priors (``shape``, ``rate``
+    ``(D,)`` float64); ``fused_step`` is :func:`fused_step_for`."""
     v = np.ascontiguousarray(shape, dtype=np.float64)
     w = np.ascontiguousarray(rate, dtype=np.float64)
 
