@@ -354,3 +354,37 @@ def test_damcmc_with_the_total_fixed_matches_enumeration():
     with pytest.raises(PrivpostError, match="heldout"):
         pp.infer(model, rel, method="damcmc", draws=5, size_total="fixed",
                  heldout=np.zeros((1, 3), dtype=bool))
+
+
+def test_noisy_sizes_that_contradict_n_are_refused():
+    """The true sizes sum to n exactly: an n edited in both documents (which the fixed-total
+    sampler would condition on) is refused when the noisy sizes' sum is beyond the Chernoff
+    bound of a sum of C size noises; a sum within noise is accepted."""
+    from privpost.releases._cells_check import NOISE_BOUND, sum_noise_bound
+
+    doc = _noisy_set().to_dict()
+    # t_N = 1.5, 3 cells: the sum's bound is about 168 (a single cell's is 150)
+    for n_new in (N_TOTAL + 200, 10 ** 6):       # gaps of 194 and about 1e6
+        d = json.loads(json.dumps(doc))
+        for r in d["releases"]:
+            r["n"] = n_new
+        with pytest.raises(ReleaseError) as info:
+            ReleaseSet.from_dict(d)
+        assert info.value.field == "releases[1].n"
+    d = json.loads(json.dumps(doc))
+    for r in d["releases"]:
+        r["n"] = N_TOTAL + 100                    # a gap of 94: possible noise
+    assert ReleaseSet.from_dict(d).releases[1].n == N_TOTAL + 100
+    # the bound against the exact tail of a sum of C discrete Laplace noises (convolution)
+    for t, C in ((1.0, 1), (1.0, 3), (4.0, 2)):
+        x = sum_noise_bound(C, t, "discrete_laplace")
+        k = np.arange(-int(3 * x), int(3 * x) + 1)
+        pmf = np.exp(-np.abs(k) / t) * -np.expm1(-1 / t) / (1 + np.exp(-1 / t))
+        s = pmf
+        for _ in range(C - 1):
+            s = np.convolve(s, pmf)
+        ks = np.arange(s.size) - (s.size - 1) // 2
+        tail = s[np.abs(ks) > x].sum()
+        assert 0 < tail <= 2 * math.exp(-NOISE_BOUND)
+        # wrong variant: half the bound is exceeded far more often
+        assert s[np.abs(ks) > x / 2].sum() > 1e3 * 2 * math.exp(-NOISE_BOUND)
