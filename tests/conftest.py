@@ -26,7 +26,7 @@ if OFFSET:
 STATISTICAL_MODULES = {
     "test_calibration", "test_cgm_checks", "test_compare", "test_compiled_more_moves",
     "test_compositional_ellipsoid", "test_compositional_methods", "test_compositional_release",
-    "test_count_moves", "test_count_occupied", "test_count_sweep", "test_covariate_learned",
+    "test_count_collapsed", "test_count_moves", "test_count_occupied", "test_count_sweep", "test_covariate_learned",
     "test_covariate_notes", "test_damcmc", "test_damcmc_compiled_interweave",
     "test_damcmc_counts", "test_dpremcmc_moves",
     "test_damcmc_counts_tables", "test_hmm_counts", "test_hmm_shift", "test_hmm_sizes",

@@ -49,7 +49,13 @@
 Every method conditions on the published cell sizes ``N[r, t]``, which the CellCounts release
 publishes exactly (a public parameter of the query, not covered by the release's guarantee);
 the posterior notes say so (:data:`CELL_SIZES_NOTE`; the "NOT covered by the privacy
-guarantee" statement itself is the release's, added by :func:`privpost.infer`).
+guarantee" statement itself is the release's, added by :func:`privpost.infer`). When the sizes
+are released privately instead (:mod:`privpost.releases.cells`), only ``damcmc`` with the
+count latent reads the release: the sizes are latent too (:func:`run_method`, ``size_prior``),
+moved each iteration by :func:`~privpost.inference._hmm_sizes.transfer_moves` (the total
+conditioned on the published n, ``size_total="fixed"``, default) or
+:func:`~privpost.inference._hmm_sizes.size_moves` (``"free"``); the other methods
+refuse it (registry: :data:`privpost.inference.registry._NOISY_SIZES_WHY`).
 * ``"ops"`` -- one-posterior-sample mechanism run on the *confidential* reports (``records=``
   required, a simulation-study tool like :mod:`privpost.inference.ops`): Gibbs on the tempered
   posterior with every emission distribution truncated to ``theta_j >= a0_d = 1 / (M K_d)``.
@@ -159,6 +165,7 @@ COLLAPSED_SHIFT = False        # default of damcmc's collapsed state shifts (cou
 #: eps = 1 on the dense grid the four chains' big-state occupancies agree with it, not without)
 NEAR_SHIFT = 0.8
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
+_SIZE_MOVES = 2                # size moves (transfers or births/deaths) per cell and iteration
 
 #: the posterior notes of every HMM method: what it conditions on (that the cell sizes are not
 #: covered by the release's guarantee is the release's own statement, which ``infer`` adds to
@@ -170,6 +177,12 @@ CELL_SIZES_NOTE = ("conditions on the published cell sizes N[r,t], released with
 def _core():
     from privpost.inference import _hmm_core
     return _hmm_core
+
+
+def _size_moves(fixed: bool):
+    """``size_moves`` (free total) or ``transfer_moves`` (``size_total="fixed"``)."""
+    from privpost.inference import _hmm_sizes
+    return _hmm_sizes.transfer_moves if fixed else _hmm_sizes.size_moves
 
 
 # ------------------------------------------------------------------------------------------
@@ -343,6 +356,8 @@ class GibbsChain:
         # proposed, accepted: residual-shift moves of theta, then of z, then the independence
         # proposals among the theta moves, then the thinning moves
         self.shift_stats = np.zeros(10)   # [8:10]: the collapsed state shifts
+        self.size_stats = np.zeros(2)   # size moves proposed, accepted (noisy sizes)
+        self.noisy_sizes = latent is not None and latent.get("size_obs") is not None
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -398,6 +413,8 @@ class GibbsChain:
                    "A": np.empty((n, K, K)), "z": np.empty((n, R, T), dtype=np.int64)}
             if self.keep_counts:
                 blk["counts"] = np.empty((n,) + self.counts.shape)
+            if self.noisy_sizes:
+                blk["N"] = np.empty((n, R, T))
         latent, counts, theta, z = self.latent, self.counts, self.theta, self.z
         for s in range(n):
             with np.errstate(divide="ignore"):
@@ -408,6 +425,14 @@ class GibbsChain:
                     latent["inv_scale"], latent["l2"], self.use, latent["sweeps"], rng)
                 self.n_acc += moved
                 self.n_prop += moves
+                if latent.get("size_obs") is not None:     # noisy sizes: N[r, t] latent too
+                    acc, prop = _size_moves(latent["size_fixed"])(
+                        z, theta, m.offsets, m.levels_arr, counts, latent["sizes"],
+                        latent["obs"], latent["size_obs"], latent["inv_scale"], latent["l2"],
+                        latent["size_inv_scale"], latent["size_l2"], latent["size_prior"],
+                        latent["size_par"], latent["size_kmax"], _SIZE_MOVES, self.use, rng)
+                    self.size_stats[0] += prop
+                    self.size_stats[1] += acc
                 if latent["shift"]:
                     sp = self.shift
                     if keep:
@@ -474,6 +499,8 @@ class GibbsChain:
         blk["z"][s] = self.z
         if self.keep_counts:
             blk["counts"][s] = self.counts
+        if self.noisy_sizes:
+            blk["N"][s] = self.latent["sizes"].reshape(self.shape)
 
     def result(self) -> dict:
         """The kept draws (:func:`gibbs_chain`'s return value); ``n_stored`` their number."""
@@ -482,6 +509,8 @@ class GibbsChain:
         empty = {"theta": (K, m.width), "pi": (K,), "A": (K, K), "z": (R, T)}
         if self.keep_counts:
             empty["counts"] = self.counts.shape
+        if self.noisy_sizes:
+            empty["N"] = (R, T)
         out = {}
         for key, shp in empty.items():
             if len(self.blocks) == 1:
@@ -502,6 +531,8 @@ class GibbsChain:
                 if self.latent.get("collapsed_shift"):
                     out["collapsed_shift_accept_rate"] = (self.shift_stats[9]
                                                           / max(self.shift_stats[8], 1.0))
+            if self.noisy_sizes:
+                out["size_accept_rate"] = self.size_stats[1] / max(self.size_stats[0], 1.0)
         if self.split_merge:
             out["split_accept_rate"] = self.split_stats[1] / max(self.split_stats[0], 1.0)
             out["split_repartition_rate"] = self.split_stats[2] / max(self.split_stats[0], 1.0)
@@ -607,7 +638,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                z_sampler: str = "collapsed", max_draws: int | None = None,
                max_seconds: float | None = None, relabel="draws", split_merge: int | None = None,
                near_shift: float | None = None, collapsed_shift: bool | None = None,
-               **options):
+               size_prior: str = "flat", size_rate: float | None = None,
+               size_total: str = "fixed", **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
     :class:`~privpost.queries.cell_counts.CellCounts` release (module docstring).
 
@@ -619,7 +651,24 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     60; ``None`` with ``max_draws`` given: no time budget). A fixed ``draws=`` runs exactly
     that many (default warm-up 100, the paper's; default chains 4; ``ops``: 100 draws, 1 chain).
     ``relabel``: ``"draws"`` (default; per-draw relabelling of the symmetric states before
-    diagnostics and in the result), ``"chains"`` (one permutation per chain) or ``False``."""
+    diagnostics and in the result), ``"chains"`` (one permutation per chain) or ``False``.
+
+    ``release`` may also be a cell-counts release whose cell sizes are released privately (a
+    :class:`~privpost.releases.ReleaseSet` ``[counts with sizes withheld, CellSizes]``,
+    :mod:`privpost.releases.cells`): only ``damcmc`` with the count latent reads it (the other
+    methods condition on exact sizes or ignore the noise and refuse it). The sizes ``N[r, t]``
+    are then latent too, with prior ``size_prior``: ``"flat"`` (default) or ``"poisson"`` with
+    mean ``size_rate``. ``size_total="fixed"`` (default) conditions on the published total as
+    well (``sum N = n``, which every release document carries): the sizes start summing to
+    ``n`` and each iteration makes :data:`_SIZE_MOVES` exact transfers per cell
+    (:func:`~privpost.inference._hmm_sizes.transfer_moves`); the flat prior is then flat over
+    the size tables summing to ``n``, a Poisson prior multinomial (``size_rate`` cancels), and
+    ``heldout`` is refused. ``size_total="free"``: :data:`_SIZE_MOVES` birth/death moves per
+    cell (:func:`~privpost.inference._hmm_sizes.size_moves`), the flat prior on ``0..n`` per
+    cell, the sum not tied to ``n``. Steps ``1..ceil(t_N)`` for the size noise's scale
+    ``t_N``. Target: ``p(z, theta, N, n | noisy counts, noisy sizes[, sum N = n])``; the
+    sampled sizes are returned as the sample statistic ``N (chains, draws, R, T)`` and
+    ``chain_stats["size_accept_rate"]``."""
     from privpost.accounting import private_gibbs_cost
 
     if method not in _METHODS:
@@ -687,8 +736,27 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     if release is None:
         raise IncompatibleError(f"{method} for the HMM needs the cell_counts release (its public "
                                 "cell sizes define the grid)")
+    from privpost.releases.cells import cells_parts
+
+    full_release = release
+    release, sizes_rel = cells_parts(release)
     model.check_query(release.query)
     q = release.query
+    size_par = _size_prior(size_prior, size_rate, sizes_rel, method, use_counts, release)
+    if size_total not in ("free", "fixed"):
+        raise PrivpostError(f"size_total must be 'free' or 'fixed', got {size_total!r}")
+    if size_total != "fixed" and sizes_rel is None:
+        raise PrivpostError("size_total applies to a release whose cell sizes are released "
+                            "with noise (damcmc); this release publishes them exactly")
+    if size_total == "fixed" and sizes_rel is not None and heldout is not None:
+        raise PrivpostError("size_total='fixed' ties every cell's size to the published total "
+                            "n, held-out cells included: it does not combine with heldout")
+    if sizes_rel is None and not q.sizes_public:
+        raise IncompatibleError("this cell-counts release withholds the cell sizes and carries "
+                                "no private release of them: the HMM samplers need the sizes "
+                                "(exact, or released with noise: the release set of "
+                                "privpost.releases.cells.release_cells / privpost release-cells "
+                                "--epsilon-sizes)")
     R, T = q.n_regions, q.n_times
     use = _heldout_mask(heldout, (R, T))
     t_start = time.perf_counter()
@@ -711,6 +779,49 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     elif method == "nonprivate":
         notes.append("nonprivate: exact counts of the confidential reports (no privacy)")
         exact = True
+    elif method == "damcmc" and use_counts and sizes_rel is not None:
+        inv_scale, l2 = _noise(release)
+        count_sweeps = _sweeps("count_sweeps", count_sweeps)
+        if not isinstance(count_shift, bool):
+            raise PrivpostError(f"count_shift must be True or False, got {count_shift!r}")
+        size_inv, size_l2 = _noise(sizes_rel)
+        obs_size = np.ascontiguousarray(sizes_rel.observed, dtype=np.float64)
+        t_N = float(sizes_rel.mechanism.scale)
+        kmax = max(1, int(math.ceil(t_N)))
+        start_sizes = np.clip(np.rint(obs_size), 0, release.n)     # any start in the support
+        if size_par[0] == 0:
+            start_sizes = np.minimum(start_sizes, size_par[1])
+        if size_total == "fixed":
+            start_sizes = _sum_to(start_sizes, release.n)
+        latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
+                          l2=l2, sweeps=count_sweeps, shift=count_shift,
+                          sizes=np.ascontiguousarray(start_sizes), size_obs=obs_size,
+                          size_inv_scale=size_inv, size_l2=size_l2, size_prior=size_par[0],
+                          size_par=size_par[1], size_kmax=kmax,
+                          size_fixed=size_total == "fixed")
+        exact = True
+        if size_total == "fixed":
+            prior_text = ("flat over the sizes that sum to n" if size_par[0] == 0 else
+                          f"Poisson({size_par[1]:g}) per cell given the sum n (multinomial: "
+                          "size_rate cancels)")
+        else:
+            prior_text = (f"flat on 0..n = 0..{release.n} (a cell holds at most the n "
+                          "reports)" if size_par[0] == 0 else f"Poisson({size_par[1]:g})")
+        notes.append("damcmc (hmm), latent='counts' with private cell sizes: the cell sizes "
+                     f"N[r, t] ({R} x {T}) are latent, prior {prior_text}, imputed with the true "
+                     "counts n[r, t, d, :] ~ Multinomial(N[r, t], theta_d[z[r, t]]) by exact "
+                     + ("transfers between cells that keep sum N = n" if size_total == "fixed"
+                        else "birth/death moves")
+                     + f" ({_SIZE_MOVES} per cell and iteration, steps 1..{kmax})"
+                     f" and pair moves ({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} "
+                     "per group and iteration)"
+                     + (", non-centred MH moves (residual shifts, thinning, state shifts; "
+                        "proposals learnt in the warm-up only)" if count_shift else "")
+                     + ", then the z and theta Gibbs moves on them")
+        notes.append(noisy_sizes_note(release, sizes_rel, size_total == "fixed"))
+        notes.append(f"privacy of the release: {full_release.total_privacy()} by sequential "
+                     f"composition of the counts' {release.privacy} and the cell sizes' "
+                     f"{sizes_rel.privacy} (a report enters both)")
     elif method == "damcmc" and use_counts:
         inv_scale, l2 = _noise(release)
         if int(q.cell_sizes.max()) > _MAX_CELL:
@@ -794,15 +905,18 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         ops_info = {"temperature": Temp, "C": C, "epsilon_converged": eps_update,
                     "epsilon_worst_case": cost.epsilon}
 
-    notes.append(CELL_SIZES_NOTE)
+    if sizes_rel is None:
+        notes.append(CELL_SIZES_NOTE)
     chain_objs = []
     for ch in range(chains):
         crng = np.random.default_rng(rng.integers(2**63))
         counts = counts0.copy() if latent_tpl is None else None
         latent = None
         if latent_tpl is not None and latent_tpl["kind"] == "counts":
-            counts = _count_init(obs, q.cell_sizes, model, crng)
-            latent = latent_tpl
+            # each chain its own sizes (updated in place when they are latent)
+            sizes_c = np.array(latent_tpl["sizes"], dtype=np.float64)
+            counts = _count_init(obs, sizes_c.astype(np.int64).reshape(R, T), model, crng)
+            latent = dict(latent_tpl, sizes=sizes_c)
         elif latent_tpl is not None:
             recs, start, counts = _latent_init(obs, q.cell_sizes, model, crng)
             latent = dict(latent_tpl, records=recs, start=start)
@@ -851,10 +965,12 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     chain_stats = {}
     if keep_counts:
         stats["counts"] = np.stack([r["counts"] for r in results])
+    if sizes_rel is not None:
+        stats["N"] = np.stack([r["N"] for r in results])
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
         for key in ("shift_accept_rate", "state_shift_accept_rate", "shift_indep_accept_rate",
-                    "thin_accept_rate", "collapsed_shift_accept_rate"):
+                    "thin_accept_rate", "collapsed_shift_accept_rate", "size_accept_rate"):
             if key in results[0]:
                 chain_stats[key] = np.array([r[key] for r in results])
     for key in ("split_accept_rate", "split_repartition_rate"):     # any method with split_merge
@@ -862,7 +978,7 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
             chain_stats[key] = np.array([r[key] for r in results])
     if method == "ops":
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
-    post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
+    post = make_posterior(draws_out, stats, method, model, full_release, notes, exact=exact,
                           chain_stats=chain_stats)
     if ops_trace is not None:
         _diagnose_ops_last(post, ops_trace, model, release, warmup, draws)
@@ -905,6 +1021,77 @@ def _near_shift(value, method, latent) -> float:
         raise PrivpostError("near_shift applies to the state-shift moves of damcmc's count "
                             "latent; other methods and latent='records' make none")
     return float(value)
+
+
+def noisy_sizes_note(counts_rel, sizes_rel, fixed: bool = False) -> str:
+    """What damcmc's posterior conditions on when the cell sizes are released with noise
+    (``fixed``: ``size_total="fixed"``, the published total too)."""
+    mech = sizes_rel.mechanism
+    head = ("conditions on the noisy counts and the noisy cell sizes N[r,t] (released with "
+            f"{mech.name} noise of scale {float(mech.scale):.6g}; the exact sizes are not "
+            "published)")
+    if fixed:
+        return (head + f" and on the published total n = {counts_rel.n} = sum of the sizes "
+                "(size_total='fixed'): exact for p(z, theta, N | noisy counts, noisy sizes, n)")
+    return (head + ": exact for p(z, theta, N | noisy counts, noisy sizes). Not conditioned "
+            f"on: the published total n = {counts_rel.n} = sum of the sizes (the latent sizes "
+            "are only bounded by it under the flat prior, not constrained to sum to it; "
+            "size_total='fixed' conditions on it)")
+
+
+def _sum_to(sizes, n: int):
+    """``sizes (C,)`` non-negative integers adjusted to sum to ``n`` (a start of the chain with
+    ``size_total="fixed"``; any start in the support is valid): the shortfall added to the
+    cells in turn, an excess removed from the largest cells first."""
+    out = np.array(sizes, dtype=np.float64)
+    diff = int(n - out.sum())
+    C = out.size
+    i = 0
+    while diff > 0:
+        step = max(1, diff // C)
+        out[i % C] += step
+        diff -= step
+        i += 1
+    while diff < 0:
+        j = int(np.argmax(out))
+        step = min(int(out[j]), -diff, max(1, -diff // C))
+        out[j] -= step
+        diff += step
+    return out
+
+
+def _size_prior(size_prior, size_rate, sizes_rel, method, use_counts, release):
+    """``(prior_kind, prior_par)`` of :func:`privpost.inference._hmm_sizes.size_moves` from
+    the options (flat on ``0..n``: ``(0, n)``; Poisson: ``(1, size_rate)``), or ``None`` when
+    the sizes are public (the options must then be left at their defaults)."""
+    if size_prior not in ("flat", "poisson"):
+        raise PrivpostError(f"size_prior must be 'flat' or 'poisson', got {size_prior!r}")
+    if size_rate is not None:
+        if isinstance(size_rate, bool) or not isinstance(size_rate, (int, float, np.integer,
+                                                                     np.floating)) \
+                or not (math.isfinite(float(size_rate)) and 0 < float(size_rate) <= 1e12):
+            raise PrivpostError(f"size_rate must be a number in (0, 1e12], got {size_rate!r}")
+        if size_prior != "poisson":
+            raise PrivpostError("size_rate is the mean of size_prior='poisson'; give "
+                                "size_prior='poisson' too (the default prior is flat)")
+    if sizes_rel is None:
+        if size_prior != "flat" or size_rate is not None:
+            raise PrivpostError("size_prior and size_rate apply to a release whose cell sizes "
+                                "are released with noise (damcmc); this release publishes "
+                                "them exactly")
+        return None
+    if method != "damcmc" or not use_counts:
+        raise IncompatibleError(
+            f"method {method!r}" + (" with latent='records'" if method == "damcmc" else "")
+            + " cannot read cell counts whose cell sizes are released with noise (it needs "
+            "the exact sizes: the record latent fixes the number of reports per cell); use "
+            "method='damcmc' with the count latent (the default), which imputes the sizes")
+    if size_prior == "poisson":
+        if size_rate is None:
+            raise PrivpostError("size_prior='poisson' needs size_rate (the Poisson mean of a "
+                                "cell size)")
+        return (1, float(size_rate))
+    return (0, float(release.n))
 
 
 def _sweeps(name, value) -> int:

@@ -71,6 +71,8 @@ class ReleaseKind(enum.Enum):
     RELEASE_SET = ("release-set", "a release set")
     DPSS_SET = ("dpss-set", "a DPss release set")
     CELLS = ("cells", "a cell-counts release")
+    CELLS_NOISY_SIZES = ("cells-noisy-sizes", "a cell-counts release with its cell sizes "
+                         "released privately (a release set: privpost.releases.cells)")
     MARGINAL_TABLES = ("marginal-tables", "a marginal-tables release")
     RANDOMIZED_RESPONSE = ("randomized-response", "randomized-response reports")
     TRANSCRIPT = ("penalty-transcript", "a penalty-MCMC transcript")
@@ -306,12 +308,21 @@ def _hmm_options(method: str) -> tuple[Option, ...]:
              _num("epsilon", "ops: privacy parameter", 0, none=True, open_minimum=True),
              _num("M", "ops: truncation of the emission log-likelihood", 0, open_minimum=True),
              _str("keep", "ops: which state is released", ("last", "all")),
-             _bool("diagnose", "convergence diagnostics of the chains"))
+             _bool("diagnose", "convergence diagnostics of the chains"),
+             _str("size_prior", "damcmc, cell sizes released privately: prior of each latent "
+                  "cell size N[r,t] (flat, or Poisson(size_rate))", ("flat", "poisson")),
+             _num("size_rate", "damcmc, size_prior='poisson': the Poisson mean of a cell size",
+                  0, none=True, open_minimum=True),
+             _str("size_total", "damcmc, private cell sizes: 'fixed' (conditioned on the "
+                  "published n = sum N) or 'free' (the latent sizes' sum not tied to n)",
+                  ("free", "fixed")))
     return opts
 
 
 def _hmm_route(method: str, records: Records = Records.NO) -> Route:
-    return Route(frozenset({ModelKind.HMM}), frozenset({ReleaseKind.CELLS}),
+    kinds = {ReleaseKind.CELLS} | ({ReleaseKind.CELLS_NOISY_SIZES} if method == "damcmc"
+                                   else set())
+    return Route(frozenset({ModelKind.HMM}), frozenset(kinds),
                  "privpost.inference.hmm:run_method", _hmm_options(method),
                  Length.FIXED if method == "ops" else Length.UNTIL_CONVERGED, records,
                  takes_method=True, limits=False)
@@ -339,7 +350,8 @@ REGISTRY: tuple[Method, ...] = (
            "of one table, marginal tables, HMM cells) the true count table instead, at a cost "
            "independent of n (`docs/census_scale.md`; `latent=\"records\"` keeps the records)",
            True,
-           "the whole release (any record-additive mechanism); release sets: every release",
+           "the whole release (any record-additive mechanism); release sets: every release; "
+           "HMM cells with noisy sizes: the noisy counts, the noisy sizes and n (size_total)",
            "Ju, Awan, Gong & Rao (seed 000); Foulds et al. (seed 004) for the HMM",
            (_hmm_route("damcmc"),
             Route(_NOT_HMM, frozenset({ReleaseKind.RELEASE, ReleaseKind.RELEASE_SET,
@@ -544,6 +556,8 @@ def release_kind(release) -> ReleaseKind:
         return ReleaseKind.TRANSCRIPT
     if _is_instance(release, "privpost.releases.release:ReleaseSet"):
         rels = release.releases
+        if any(_noisy_sizes_part(r) for r in rels):
+            return ReleaseKind.CELLS_NOISY_SIZES
         if rels and all(isinstance(getattr(r, "metadata", None), dict)
                         and "dpss" in r.metadata for r in rels):
             return ReleaseKind.DPSS_SET
@@ -555,6 +569,25 @@ def release_kind(release) -> ReleaseKind:
     if getattr(getattr(release, "mechanism", None), "name", None) == "randomized_response":
         return ReleaseKind.RANDOMIZED_RESPONSE
     return ReleaseKind.RELEASE
+
+
+#: why each HMM method other than damcmc refuses cells with noisy sizes (route_for's message)
+_NOISY_SIZES_WHY = {
+    "naive": "it plugs the noisy counts in as exact counts of cells of known, exact sizes",
+    "nonprivate": "it is the posterior given the confidential records, a simulation-study "
+                  "baseline for releases whose cell sizes are public",
+    "ops": "its privacy derivation takes each report's cell as public (the exact cell "
+           "sizes), which this release protects",
+}
+
+
+def _noisy_sizes_part(rel) -> bool:
+    """A part of a cells release with private sizes (:mod:`privpost.releases.cells`): a
+    cell-sizes release, or cell counts whose sizes are withheld."""
+    query = getattr(rel, "query", None)
+    name = getattr(query, "name", None)
+    return name == "cell_sizes" or (name == "cell_counts"
+                                    and getattr(query, "sizes_public", True) is False)
 
 
 def readers(kind: ReleaseKind) -> tuple[str, ...]:
@@ -587,6 +620,12 @@ def route_for(spec: Method, model, release) -> Route:
         raise IncompatibleError(f"a penalty-MCMC transcript is read by method "
                                 f"{' / '.join(map(repr, readers(rk)))} only (its draws are "
                                 f"the chain's states), not {name!r}")
+    if rk is ReleaseKind.CELLS_NOISY_SIZES and mk is ModelKind.HMM:
+        why = _NOISY_SIZES_WHY.get(name, "it has no model of noisy cell sizes")
+        raise IncompatibleError(
+            f"method {name!r} cannot read cell counts whose cell sizes are released with "
+            f"noise: {why}; use method 'damcmc' (count latent, the default), which imputes the "
+            "cell sizes and is exact given the noisy counts and the noisy sizes")
     if rk in (ReleaseKind.RELEASE_SET, ReleaseKind.DPSS_SET) and not any(
             k in r.releases for r in spec.routes
             for k in (ReleaseKind.RELEASE_SET, ReleaseKind.DPSS_SET)):
