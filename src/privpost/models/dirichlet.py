@@ -388,9 +388,11 @@ class Dirichlet(Model):
         bulk/tail ESS >= 400) still judges every run. Measured (benchmarks/README.md, "ATUS and
         DPMCMCp1, the fused Dirichlet step" and "A per-model default warm-up"): on the four
         ATUS releases (eps 1 and 10, female and male) and DPMCMCp1 (alpha5, n = 5000,
-        eps = 1.5) the default runs with 300 converge, their posterior means agree with the
-        warm-up-1000 runs' within Monte Carlo error, and they take about half the CPU at
-        eps = 1 (the warm-up was most of the first round)."""
+        eps = 1.5) every default run with 300 converged (seeds 1-3; 1-6 at ATUS eps = 1), its
+        posterior means agree with the warm-up-1000 runs' within Monte Carlo error, and the
+        CPU per run is 0.55-0.67x (ATUS female eps = 1 and eps = 10, DPMCMCp1: the warm-up was
+        most of the first round), except ATUS male eps = 1 at 1.09x (more runs need a second,
+        longer round of draws)."""
         return self.WARMUP
 
     def interweave_to_free(self, params):
