@@ -985,7 +985,10 @@ def run(model, release, *, draws: int | None = None, warmup: int | None = None, 
         post = _count_latent.run_with_options(law, model, release, dict(
             draws=draws, warmup=warmup, chains=chains, seed=seed, progress=progress,
             max_draws=max_draws, max_seconds=max_seconds, start=start))
-        post.notes.append(_warmup_note(warmup, warm_from))
+        # before a NOT CONVERGED note, which stays last
+        at = next((i for i, n in enumerate(post.notes) if n.startswith("NOT CONVERGED")),
+                  len(post.notes))
+        post.notes.insert(at, _warmup_note(warmup, warm_from))
         return post
     reject_release_set("damcmc", release)
     plan = None
