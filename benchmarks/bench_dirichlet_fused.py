@@ -11,7 +11,9 @@ seed=...)``: 4 chains, until split R-hat <= 1.01 and bulk/tail ESS >= 400, data 
 fresh subprocess per (tree, problem) after one untimed tiny run of the same problem (Numba's
 compilation and cache loading excluded). Printed: wall s and CPU s of the ``infer`` call,
 draws per chain, worst bulk/tail ESS and split R-hat over alpha, converged or not, ESS per wall
-and per CPU second, and the non-centred moves per iteration the run used.
+and per CPU second, and the non-centred moves per iteration the run used; then each run's
+posterior means of alpha with their MCSE and its warm-up note, and per problem the two trees'
+|mean difference| / sqrt(MCSE_1^2 + MCSE_2^2) for every alpha_j.
 """
 
 from __future__ import annotations
@@ -54,12 +56,18 @@ post = pp.infer(Dirichlet(D), rel, seed=seed, progress=False, **kw)
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 tab = diagnostics.summarise({"alpha": np.asarray(post.draws["alpha"])}, cheap=True)
 ess, rh = diagnostics.worst(tab)
+full = diagnostics.summarise({"alpha": np.asarray(post.draws["alpha"])})
+a = np.asarray(post.draws["alpha"]).reshape(-1, D)
+means = a.mean(axis=0).tolist()
+mcse = [float(full[k]["mcse_mean"]) for k in full]
+warm = [n for n in post.notes if n.startswith("warm-up:")]
 import re
 moves = [m.group(1) for n in post.notes
          for m in [re.search(r"(\d+) non-centred move\(s\) per iteration", n)] if m]
 print(json.dumps(dict(wall=wall, cpu=cpu, ess=float(ess), rhat=float(rh),
                       draws=int(post.draws["alpha"].shape[1]), converged=bool(post.converged),
-                      moves=moves[0] if moves else "-")))
+                      moves=moves[0] if moves else "-", means=means, mcse=mcse,
+                      warmup=warm[0] if warm else "-")))
 """
 
 
@@ -85,15 +93,31 @@ def main(argv=None):
     print("| problem | tree | wall s | CPU s | draws/chain | worst ESS | worst R-hat | converged "
           "| ESS/s | ESS per CPU s | moves |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    answers, zs = [], []
     trees = [("this tree", None)] + ([(a.main_src, a.main_src)] if a.main_src else [])
     for spec in a.problems:
         for seed in a.seeds:
+            runs = []
             for label, src in trees[::-1]:
                 r = one(src, spec, seed)
+                runs.append(r)
                 print(f"| {spec} (seed {seed}) | {label} | {r['wall']:.1f} | {r['cpu']:.1f} | "
                       f"{r['draws']} | {r['ess']:.0f} | {r['rhat']:.4f} | {r['converged']} | "
                       f"{r['ess'] / r['wall']:.1f} | {r['ess'] / r['cpu']:.1f} | {r['moves']} |",
                       flush=True)
+                answers.append((spec, seed, label, r))
+            if len(runs) == 2:
+                # the two trees' posterior means: |difference| / sqrt(MCSE_1^2 + MCSE_2^2)
+                z = [abs(m1 - m2) / (s1 * s1 + s2 * s2) ** 0.5 for m1, m2, s1, s2 in
+                     zip(runs[0]["means"], runs[1]["means"], runs[0]["mcse"], runs[1]["mcse"])]
+                zs.append((spec, seed, z))
+    print("\nposterior means of alpha (MCSE) and the warm-up note")
+    for spec, seed, label, r in answers:
+        print(f"{spec} (seed {seed}) {label}: " + ", ".join(
+            f"{m:.4g} ({e:.2g})" for m, e in zip(r["means"], r["mcse"])) + f"; {r['warmup']}")
+    for spec, seed, z in zs:
+        print(f"{spec} (seed {seed}): |mean difference| / combined MCSE per alpha_j: "
+              + ", ".join(f"{v:.2f}" for v in z))
     print(f"\nload average at end {os.getloadavg()}")
 
 

@@ -75,8 +75,9 @@ def infer_cmd(
     draws: Optional[int] = typer.Option(None, min=1, help="(from the registry: privpost "
                                         "methods)"),
     warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up iterations per chain. "
-                                         "Default: the method's own (1000 for damcmc and "
-                                         "gibbs-ss; the HMM samplers' are in docs/hmm.md)."),
+                                         "Default: the method's own (damcmc, dpmcmc: the "
+                                         "model's, 300 for the Dirichlet, else 1000; gibbs-ss "
+                                         "1000; the HMM samplers' are in docs/hmm.md)."),
     chains: Optional[int] = typer.Option(None, min=1, help="Chains. Default: the method's own "
                                          "(4; 1 for ops, whose every chain is one more "
                                          "released sample)."),

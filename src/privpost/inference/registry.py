@@ -261,7 +261,10 @@ def _sampler(draws_none=False, warmup_none=False, chains_none=False, source=None
 
 def _damcmc_options(source=None):
     s = source
-    return _sampler(draws_none=True, source=s) + (
+    draws, _, chains = _sampler(draws_none=True, source=s)
+    return (draws, _int("warmup", "discarded warm-up iterations per chain (None: the model's "
+                        "default for the release, else 1000; damcmc.default_warmup)", 0,
+                        none=True, source=s), chains) + (
         Option("seed", (Type.SEED,), "random seed or Generator", none=True, source=s),
         _int("thin", "keep every thin-th draw", 1, source=s),
         _int("sweeps_per_iteration", "record sweeps per parameter update", 1, source=s),
