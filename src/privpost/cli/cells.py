@@ -66,7 +66,6 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         from privpost.cli._common import _check_overwrite
         from privpost.queries.cell_counts import load_long_csv
         from privpost.mechanisms import mechanism_from_dict
-        from privpost.releases.release import release
 
         _check_overwrite(output, force)
         feats = list(feature)

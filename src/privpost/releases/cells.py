@@ -48,6 +48,7 @@ from privpost.releases._cells_check import (NOISE_BOUND, _is_cells, check_cells_
 
 __all__ = ["release_cells", "cells_parts", "check_cells_set", "NOISE_BOUND"]
 
+
 def cells_parts(release):
     """``(counts_release, sizes_release)`` of an HMM cell release: a cell-counts
     :class:`~privpost.releases.release.Release` gives ``(release, None)``; a checked pair
