@@ -26,10 +26,12 @@ if OFFSET:
 STATISTICAL_MODULES = {
     "test_calibration", "test_cgm_checks", "test_compare", "test_compiled_more_moves",
     "test_compositional_ellipsoid", "test_compositional_methods", "test_compositional_release",
-    "test_count_moves", "test_count_occupied", "test_count_sweep", "test_covariate_learned",
+    "test_cells_noisy_sizes", "test_count_collapsed", "test_count_moves",
+    "test_count_occupied", "test_count_sweep", "test_covariate_learned",
     "test_covariate_notes", "test_damcmc", "test_damcmc_compiled_interweave",
     "test_damcmc_counts", "test_dpremcmc_moves",
     "test_damcmc_counts_tables", "test_hmm_counts", "test_hmm_shift", "test_hmm_sizes",
+    "test_hmm_split", "test_interop",
     "test_damcmc_discrete_interweave",
     "test_damcmc_interweave", "test_damcmc_more_interweave", "test_damcmc_normal_interweave",
     "test_damcmc_until", "test_dirichlet_compiled_move", "test_dpapprox_until",

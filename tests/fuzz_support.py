@@ -279,6 +279,15 @@ def valid_kind_docs() -> dict[str, tuple[str, ...]]:
                         metadata={"regions": ["A", "B"], "times": ["1", "2"]}),
              pp.release(cells_rec, query=CellCounts([2, 3], [[2, 1], [0, 2]]),
                         mechanism=Gaussian(rho=0.5), seed=10)]
+    # issue 23, Deliver 4: counts with the cell sizes released privately (a release set)
+    from privpost.releases.cells import release_cells
+
+    cells_sizes = [release_cells(cells_rec, CellCounts([2, 3], [[2, 1], [0, 2]]),
+                                 Laplace(epsilon=1.0), epsilon_sizes=0.5, seed=13,
+                                 metadata={"regions": ["A", "B"], "times": ["1", "2"]}),
+                   release_cells(cells_rec, CellCounts([2, 3], [[2, 1], [0, 2]]),
+                                 Gaussian(rho=0.5), epsilon_sizes=1.0,
+                                 neighbours="add-remove", seed=14)]
     declared = [pp.declare(412.7, query=Sum((0, 1)), mechanism=Laplace(scale=10), n=1000),
                 pp.declare([118, 124, 130], query=Histogram(3),
                            mechanism=DiscreteLaplace(scale=4), n=400),
@@ -289,12 +298,13 @@ def valid_kind_docs() -> dict[str, tuple[str, ...]]:
         "dpss": tuple(json.dumps(s.to_dict()) for s in dpss),
         "marginal": tuple(r.to_json() for r in marginal),
         "cells": tuple(r.to_json() for r in cells),
+        "cells-sizes": tuple(json.dumps(s.to_dict()) for s in cells_sizes),
         "declared": tuple(r.to_json() for r in declared),
         "bundle": valid_set_docs(),
     }
 
 
-KINDS = ("penalty", "dpss", "marginal", "cells", "declared", "bundle")
+KINDS = ("penalty", "dpss", "marginal", "cells", "cells-sizes", "declared", "bundle")
 
 #: per kind: a model spec and a cheap method for ``infer`` / ``compare`` on a mutant
 KIND_INFER = {
@@ -303,6 +313,8 @@ KIND_INFER = {
     "marginal": ("mrf:levels=2;2;3,cliques=0;1|1;2", "naive", ["--draws", "20"]),
     "cells": ("hmm:n_states=2,n_levels=2;3", "naive", ["--draws", "4", "--warmup", "2",
                                                        "--chains", "1"]),
+    "cells-sizes": ("hmm:n_states=2,n_levels=2;3", "damcmc", ["--draws", "4", "--warmup", "2",
+                                                              "--chains", "1"]),
     "declared": ("beta-bernoulli", "naive", ["--draws", "20"]),
     "bundle": ("beta-bernoulli", "gibbs-ss", ["--draws", "20", "--warmup", "10",
                                               "--chains", "1"]),
@@ -345,11 +357,14 @@ def check_document(doc) -> str:
     if cls is ReleaseSet:
         from privpost.releases.dpss import parse_dpss
 
+        from privpost.releases.cells import cells_parts
+
         obj.total_privacy()
-        try:
-            parse_dpss(obj)
-        except PrivpostError:
-            pass
+        for parse in (parse_dpss, cells_parts):
+            try:
+                parse(obj)
+            except PrivpostError:
+                pass
     elif cls is PenaltyRelease:
         obj.posterior()
         str(obj.privacy)
@@ -391,7 +406,7 @@ def document_cli_args(kind: str, path, other, command: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- release CSVs
-CSV_COMMANDS = ("penalty", "dpss", "release-cells")
+CSV_COMMANDS = ("penalty", "dpss", "release-cells", "release-cells-sizes")
 
 _CSV_GOOD = {
     "penalty": (["y"], lambda r: [str(int(r.random() < 0.3))]),
@@ -400,6 +415,7 @@ _CSV_GOOD = {
                       lambda r: [str(r.choice(["A", "B"])), str(r.integers(1, 3)),
                                  str(r.choice(["x", "y", "z"]))]),
 }
+_CSV_GOOD["release-cells-sizes"] = _CSV_GOOD["release-cells"]     # with --epsilon-sizes
 _CSV_BAD_CELLS = ["", " ", "nan", "abc", "1e400", "-1", "2", "0.5", '"1"', "é", "9" * 400,
                   "z" * 2000, "\u0000", "inf"]
 
@@ -458,7 +474,8 @@ def release_csv_args(command: str, path, out) -> list[str]:
         return ["dpss", str(path), "--column", "a", "--column", "b", "--column", "c",
                 "--epsilon1", "0.5", "--epsilon2", "1", "-o", str(out), "--seed", "1"]
     return ["release-cells", str(path), "-o", str(out), "-f", "kind", "--epsilon", "1",
-            "--seed", "1"]
+            "--seed", "1", *(["--epsilon-sizes", "0.5"] if command == "release-cells-sizes"
+                             else [])]
 
 
 def released_n(command: str, out) -> int:
@@ -468,4 +485,7 @@ def released_n(command: str, out) -> int:
         from privpost.releases.release import ReleaseSet
 
         return int(parse_dpss(ReleaseSet.load(out)).n)
-    return int(json.loads(out.read_text())["n"])
+    doc = json.loads(out.read_text())
+    if "releases" in doc:         # release-cells --epsilon-sizes: [counts, sizes]
+        return int(doc["releases"][0]["n"])
+    return int(doc["n"])

@@ -141,11 +141,16 @@ def test_release_round_trips_and_states_its_guarantee():
 
 
 def test_counts_and_sizes_compose_sequentially():
-    counts = pp.release(RECORDS, query=CellCounts([2, 3], [[2, 1], [0, 2]]),
+    counts = pp.release(RECORDS, query=CellCounts([2, 3], n_regions=2, n_times=2),
                         mechanism=Laplace(epsilon=1.0), seed=9)
     sizes = _size_release(eps_n=0.5)
     total = ReleaseSet([counts, sizes]).total_privacy()
     assert total.epsilon == pytest.approx(1.5)
+    # the counts must withhold the exact sizes beside their noisy release
+    public = pp.release(RECORDS, query=CellCounts([2, 3], [[2, 1], [0, 2]]),
+                        mechanism=Laplace(epsilon=1.0), seed=9)
+    with pytest.raises(ReleaseError, match="withheld"):
+        ReleaseSet([public, sizes])
 
 
 @pytest.mark.parametrize("field,value", [

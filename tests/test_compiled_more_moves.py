@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from privpost.inference._damcmc_fast import _interweave
+from privpost.inference._damcmc_fast import _interweave, _no_fused_step
 from privpost.inference.damcmc import AUTO_COMPILED_STEPS, run
 from privpost.mechanisms import Laplace
 from privpost.models import LinearRegression, NaiveBayesLogLinear
@@ -161,7 +161,7 @@ def _move_loop(innovations, from_innovations, to_free, from_free, log_target, lo
     for it in range(adapt + out.shape[0]):
         _interweave(innovations, from_innovations, to_free, from_free, log_target, log_density,
                     contrib, 1, it < adapt, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp,
-                    Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol)
+                    Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol, _no_fused_step, False)
         if it >= adapt:
             out[it - adapt, :] = theta
 
@@ -215,7 +215,7 @@ def _compiled_move_only(model, release, chains=4, adapt=300, keep=1500, seed=0):
                 np.array([math.log(0.1), 0.44 if dim == 1 else 0.3]), np.zeros(4, np.int64),
                 np.zeros(dim), np.zeros((dim, dim)), np.eye(dim))
         draws = np.zeros((keep, theta.shape[0]))
-        kernel(*civ[2:], fast.contrib, adapt, p.kernel == "l2", theta, rec, t_cur, T, s_obs,
+        kernel(*civ[2:8], fast.contrib, adapt, p.kernel == "l2", theta, rec, t_cur, T, s_obs,
                weight, rng, *bufs, draws)
         out.append(draws)
     return np.array(out), p.shapes

@@ -252,10 +252,22 @@ def test_beta_bernoulli_n_1e7_against_quadrature():
     assert abs(z_mean(th, wmean)) > K
 
 
+def _centred(law, n_shift):
+    """``law`` with moves given theta (not collapsed), ``n_shift`` residual-shift moves."""
+    from privpost.inference._count_table import default_pairs
+
+    law.collapsed, law.col_alpha, law.n_match = False, np.zeros(law.J), 0
+    law.n_pairs = default_pairs(law.J, float(law.totals.sum()))
+    law.n_shift = n_shift
+    return law
+
+
 def test_noise_far_above_sqrt_n_converges():
-    """sigma = 3e4 against sqrt(n theta (1 - theta)) ~ 150 at n = 1e5: the residual-shift move
-    keeps the default run converging (R-hat <= 1.01, ESS >= 400) to the quadrature answer; the
-    same chain without it mixes far worse (its ESS per draw is < 1/5 of the default's)."""
+    """sigma = 3e4 against sqrt(n theta (1 - theta)) ~ 150 at n = 1e5: the default run (the
+    collapsed move: an exact draw of the table from p(c | s), then theta | c) converges
+    (R-hat <= 1.01, ESS >= 400) to the quadrature answer. With moves given theta instead, the
+    residual-shift move is what keeps such a chain mixing: without it the ESS per draw is < 1/5
+    of that with it, and the collapsed default beats both."""
     n = 10 ** 5
     sigma = 3.0e4
     s = 42000.0
@@ -265,6 +277,7 @@ def test_noise_far_above_sqrt_n_converges():
         warnings.simplefilter("error", privpost.errors.ConvergenceWarning)
         post = run(model, rel, seed=5, max_seconds=120, **KW)
     assert post.converged is True
+    assert any("collapsed" in nt for nt in post.notes)
     th = post.draws["theta"]
     grid = np.linspace(1e-4, 1 - 1e-4, 801)
     g, dens = bb_quadrature(2.0, 2.0, n, s, rel.mechanism, k_lo=0, k_hi=n, grid=grid)
@@ -273,13 +286,16 @@ def test_noise_far_above_sqrt_n_converges():
     assert abs(z_mean(th, mean)) < K
     for x, c in zip(xs, cdfs):
         assert abs(z_cdf(th, x, c)) < K
-    # without the non-centred move: the centred steps alone barely move theta
-    law = model.count_latent(rel)
-    law.n_shift = 0
-    slow = _count_latent.run(law, model, rel, draws=1000, warmup=300, seed=5, **KW)
+    # given theta, without the non-centred move: the centred steps alone barely move theta
+    slow = _count_latent.run(_centred(model.count_latent(rel), 0), model, rel, draws=1000,
+                             warmup=300, seed=5, **KW)
+    shift = _count_latent.run(_centred(model.count_latent(rel), 2), model, rel, draws=1000,
+                              warmup=300, seed=5, **KW)
     fast = _count_latent.run(model.count_latent(rel), model, rel, draws=1000, warmup=300,
                              seed=5, **KW)
-    assert _ess(slow.draws["theta"]) < 0.2 * _ess(fast.draws["theta"])
+    e_slow, e_shift, e_fast = (_ess(p.draws["theta"]) for p in (slow, shift, fast))
+    assert e_slow < 0.2 * e_shift, (e_slow, e_shift)
+    assert e_fast > e_shift, (e_fast, e_shift)
 
 
 # ============================================================================================
@@ -358,15 +374,22 @@ def test_cli_declared_census_table_runs_count_level(tmp_path):
     assert res.exit_code != 0 and "max_latent" in res.output
 
 
-def test_generic_python_chain_matches_exact():
+@pytest.mark.parametrize("moves", ["given-theta", "collapsed"])
+def test_generic_python_chain_matches_exact(moves):
     """The CountTable chain of a model without the compiled Dirichlet driver (the path the
     naive-Bayes and MRF tables take): BetaBernoulli's table with ``dirichlet`` removed, its
-    theta update, logit-scale residual-shift move and Python iteration, against the exact
-    mixture; wrong variant: the noise scale doubled."""
+    theta update, logit-scale residual-shift move and Python iteration -- with pair moves given
+    theta, or collapsed ones along a matching (theta then drawn by the Python update) --
+    against the exact mixture; wrong variant: the noise scale doubled."""
     n = 20
     rel = _rel(Sum(bounds=(0, 1)), Laplace(scale=2.0), n, 15.5)
     model = BetaBernoulli(2.0, 2.0)
     law = model.count_latent(rel)
+    if moves == "given-theta":
+        _centred(law, 2)
+    else:
+        assert law.collapsed and law.n_match == 1
+        law.n_shift = 2
     law.dirichlet = None
     post = _count_latent.run(law, model, rel, draws=3000, warmup=300, seed=4, **KW)
     th = post.draws["theta"]

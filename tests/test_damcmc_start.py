@@ -148,6 +148,10 @@ def test_dirichlet_auto_moves_follow_the_noise_to_sampling_ratio():
     k_noisy, why = m.interweave_auto_steps(3128, 2 * 0.007 ** 2, prm)        # eps = 1
     k_quiet, _ = m.interweave_auto_steps(3128, 2 * 0.0007 ** 2, prm)         # eps = 10
     assert (k_noisy, k_quiet) == (m.MOVES_WHEN_NOISY, 0) and "noise / sampling" in why
+    m5 = Dirichlet(5)                      # 2 moves per free part of the simplex beyond D = 3
+    prm5 = {"alpha": np.array([2.2, 3.3, 4.4, 5.5, 6.6])}
+    assert m5.interweave_auto_steps(5000, 2 * 0.01 ** 2, prm5)[0] == 8
+    assert m5.interweave_auto_steps(5000, 1e-12, prm5)[0] == 0
     rel = _dirichlet_release(n=800, eps=10.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -74,11 +74,13 @@ def test_rounds_give_the_same_chain_as_one_fixed_run_and_any_cores():
 
 
 def test_draw_budget_stops_and_warns():
+    # 2 x 150 draws cannot reach ESS 400 (the count-level default draws Beta-Bernoulli
+    # independently since its collapsed move, so a hard release no longer suffices)
     with pytest.warns(ConvergenceWarning, match="NOT CONVERGED"):
         post = run(BetaBernoulli(A, B), _release(scale=200.0), chains=2, seed=1,
-                   progress=False, cores=1, max_draws=300, warmup=50)
-    assert post.n_draws == 300 and post.converged is False
-    assert any("draw budget of 300 per chain spent" in n for n in post.notes)
+                   progress=False, cores=1, max_draws=150, warmup=50)
+    assert post.n_draws == 150 and post.converged is False
+    assert any("draw budget of 150 per chain spent" in n for n in post.notes)
 
 
 def test_fixed_draws_still_work_and_budgets_are_validated():

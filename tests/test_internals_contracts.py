@@ -203,11 +203,12 @@ def test_interweave_protocol_contract():
 
     block = _block("interweave_params")
     # Dirichlet walks in free coordinates with a partially non-centred parametrisation, chooses
-    # its number of moves and has a plug-in start: it implements every listed method
+    # its number of moves, has a plug-in start and declares its warm-up: it implements every
+    # listed method
     assert set(check_defs(Dirichlet, block, where="Dirichlet")) == {
         "innovations", "from_innovations", "log_prior", "interweave_to_free",
         "interweave_from_free", "interweave_log_jacobian", "innovations_log_density",
-        "interweave_auto_steps", "plugin_params"}
+        "interweave_auto_steps", "plugin_params", "default_warmup"}
     assert Dirichlet(3).interweave_params == ("alpha",)
     # BetaBernoulli implements the required part only (the free-coordinate walk is optional)
     required = block.split("# optional")[0]

@@ -247,8 +247,14 @@ HMM_QUICK = {'method="damcmc", seed=1)': 'method="damcmc", seed=1, draws=200)'}
 def _check_hmm_common(run):
     # "Laplace noise of scale 2D/ε (= 2 for the paper's budget)"
     _stated(HMM, "Laplace noise of scale 2D/ε (= 2 for the paper's budget)")
-    assert "laplace scale 2;" in run.output_of("privpost release-cells")
-    assert "5-DP" in run.output_of("privpost release-cells")
+    assert "laplace scale 2;" in run.output_of("privpost release-cells reports.csv -o cells.json")
+    assert "5-DP" in run.output_of("privpost release-cells reports.csv -o cells.json")
+    # section 7: the cell sizes released privately, the composed guarantee printed
+    assert "privacy 5.5-DP" in run.output_of("--epsilon-sizes 0.5")
+    assert "total privacy cost: 5.5-DP" in run.output_of("privpost inspect cells_private.json")
+    assert "5.5-DP (replace-one neighbours)" in run.printed
+    assert run.ns["post_n"].sample_stats["N"].shape == (4, 400, 3, 12)
+    assert any("noisy cell sizes" in n for n in run.ns["post_n"].notes)
     assert run.ns["rel"].mechanism.scale == pytest.approx(2.0)
     assert run.ns["rel"].query.n_levels == (8, 20, 2, 2, 2) or \
         list(run.ns["rel"].query.n_levels) == [8, 20, 2, 2, 2]

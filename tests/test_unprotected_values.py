@@ -153,6 +153,15 @@ def test_cli_release_inspect_bundle_infer_state_n_under_add_remove(tmp_path):
     assert SAY_N.format(n=4) in _flat(res.output)
     doc = json.loads(runner.invoke(app, args + ["--json"]).stdout)
     assert doc["release_privacy"]["not_covered"][0].startswith(SAY_N.format(n=4))
+    # compare: the guarantee and the statement under the table, and in --json
+    args = ["compare", str(out), "--model", "beta-bernoulli", "--methods", "naive", "--seed", "1",
+            "--no-progress"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "release privacy: 1-DP (add-remove neighbours)" in _flat(res.output)
+    assert "NOT covered by the privacy guarantee: " + SAY_N.format(n=4) in _flat(res.output)
+    doc = json.loads(runner.invoke(app, args + ["--json"]).stdout)
+    assert doc["release_privacy"]["not_covered"][0].startswith(SAY_N.format(n=4))
     # wrong variant: replace-one neighbours, nothing stated
     out2 = tmp_path / "r2.json"
     res = runner.invoke(app, ["release", str(_csv(tmp_path)), "--query", "sum", "--bounds", "0,1",

@@ -45,6 +45,11 @@ def register(app: typer.Typer, handles_errors, out) -> None:
                                               "(default: those in the file; data-dependent)."),
         times: Optional[str] = typer.Option(None, help="Public time codes (default: those in "
                                             "the file)."),
+        epsilon_sizes: Optional[float] = typer.Option(
+            None, "--epsilon-sizes", help="Release the cell sizes N[region, time] privately too "
+            "(discrete Laplace at this epsilon, scale 2/epsilon) instead of exactly: the output "
+            "is a release set [counts with the sizes withheld, noisy sizes], total epsilon = "
+            "counts + sizes (sequential composition); read by infer --method damcmc."),
         seed: Optional[int] = typer.Option(None, help="Seed (testing only)."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output file "
                                    "(without it an existing file is never replaced)."),
@@ -54,12 +59,13 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         """Release the counts n[region, time, feature, level] of a long-format report file.
 
         Each feature's count vector has L1 sensitivity 2 (replace-one); features compose
-        sequentially, cells in parallel: one Laplace scale 2D/epsilon on every count.
+        sequentially, cells in parallel: one Laplace scale 2D/epsilon on every count. The cell
+        sizes are published exactly (outside the guarantee) unless --epsilon-sizes releases
+        them with noise too.
         """
         from privpost.cli._common import _check_overwrite
         from privpost.queries.cell_counts import load_long_csv
         from privpost.mechanisms import mechanism_from_dict
-        from privpost.releases.release import release
 
         _check_overwrite(output, force)
         feats = list(feature)
@@ -85,20 +91,32 @@ def register(app: typer.Typer, handles_errors, out) -> None:
         # values here (no option declares them)
         meta = {"source": Path(data).name, **data_.metadata()}
         q = data_.query()
-        rel = release(data_.records, query=q, mechanism=mech, seed=seed, metadata=meta)
-        rel.save(output)
-        R, T = q.cell_sizes.shape
+        from privpost.releases.cells import release_cells
+
+        doc = release_cells(data_.records, q, mech, epsilon_sizes=epsilon_sizes, seed=seed,
+                            metadata=meta)
+        doc.save(output)
+        rel = doc if epsilon_sizes is None else doc.releases[0]     # the counts
+        sizes = None if epsilon_sizes is None else doc.releases[1]
+        R, T = q.n_regions, q.n_times
+        privacy = doc.privacy if sizes is None else doc.total_privacy()
         from privpost.cli._common import (_emit_json, _not_covered_notes, _print_not_covered,
                                           _privacy_statement, _privacy_text)
 
         if as_json:
             _emit_json({"output": str(output), "n": rel.n, "regions": R, "times": T,
                         "features": feats, "mechanism": rel.mechanism.to_dict(),
-                        "privacy": _privacy_statement(rel),
+                        "sizes_mechanism": None if sizes is None else sizes.mechanism.to_dict(),
+                        "privacy": _privacy_statement(doc),
                         "domain_note": meta.get("domain_note"),
-                        "notes": _not_covered_notes(rel)})
+                        "notes": _not_covered_notes(doc)})
             return
+        what = ("" if sizes is None else
+                f"; cell sizes released with discrete_laplace scale "
+                f"{sizes.mechanism.scale:.6g} ({_privacy_text(sizes.privacy)})")
         out.print(f"wrote [bold]{output}[/]: counts of {rel.n} reports in {R} x {T} cells, "
-                  f"{len(feats)} features, {mech.name} scale {rel.mechanism.scale:.6g}; "
-                  f"privacy {_privacy_text(rel.privacy)}", highlight=False)
-        _print_not_covered(rel)
+                  f"{len(feats)} features, {mech.name} scale {rel.mechanism.scale:.6g}{what}; "
+                  f"privacy {_privacy_text(privacy)}"
+                  + ("" if sizes is None else " (counts + sizes, sequential composition)"),
+                  highlight=False)
+        _print_not_covered(doc)

@@ -75,8 +75,9 @@ def infer_cmd(
     draws: Optional[int] = typer.Option(None, min=1, help="(from the registry: privpost "
                                         "methods)"),
     warmup: Optional[int] = typer.Option(None, min=0, help="Warm-up iterations per chain. "
-                                         "Default: the method's own (1000 for damcmc and "
-                                         "gibbs-ss; the HMM samplers' are in docs/hmm.md)."),
+                                         "Default: the method's own (damcmc, dpmcmc: the "
+                                         "model's, 300 for the Dirichlet, else 1000; gibbs-ss "
+                                         "1000; the HMM samplers' are in docs/hmm.md)."),
     chains: Optional[int] = typer.Option(None, min=1, help="Chains. Default: the method's own "
                                          "(4; 1 for ops, whose every chain is one more "
                                          "released sample)."),
@@ -334,7 +335,8 @@ def _run_compare(path, model, methods, draws, warmup, chains, seed, level, progr
         result.plot(plot)
     if as_json:
         doc = result.to_dict()
-        doc.update(inferred_from_release=inferred, plot=str(plot) if plot else None)
+        doc.update(inferred_from_release=inferred, plot=str(plot) if plot else None,
+                   release_privacy=_privacy_statement(rel))
         _emit_json(doc)
         return
     lo_name, hi_name = f"q{100 * (1 - level) / 2:g}", f"q{100 * (1 + level) / 2:g}"
@@ -352,5 +354,11 @@ def _run_compare(path, model, methods, draws, warmup, chains, seed, level, progr
     out.print(t)
     for method, reason in result.skipped.items():
         out.print(f"[dim]not applicable:[/] {method}: {escape(reason)}", highlight=False)
+    # the guarantee every method's answer rests on, and what the release publishes outside it
+    # (as infer prints them)
+    p = rel.total_privacy() if hasattr(rel, "total_privacy") else getattr(rel, "privacy", None)
+    if p is not None:
+        out.print(f"release privacy: {_privacy_text(p)}", highlight=False)
+    _print_not_covered(rel)
     if plot is not None:
         out.print(f"wrote [bold]{plot}[/]")

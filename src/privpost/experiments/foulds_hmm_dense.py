@@ -23,30 +23,26 @@ import warnings
 
 import numpy as np
 
-__all__ = ["run", "GRID"]
+__all__ = ["run", "fits", "GRID"]
 
 #: the ε grid of §7 / §7.1 (``foulds2016-hmm``'s full size), in its order
 GRID = (0.1, 0.3, 1.0, 3.0, 10.0)
 
 
-def run(splits=(0,), epsilons=(0.1, 0.3, 1.0, 3.0, 10.0), *, max_seconds=600.0, seed=2016,
-        states=10, z_sampler="collapsed", out=None, progress=False):
-    """Rows (dict per fit) of the converged-damcmc study (module docstring); ``epsilons`` a
-    subset of :data:`GRID` (the seeds of the others are drawn all the same, so a subset gets
-    the same releases as the whole grid)."""
+def fits(splits=(0,), epsilons=GRID, *, seed=2016, states=10):
+    """The study's data and releases, in its random stream's order: yields ``(split, eps, query,
+    records, heldout (R, T) bool, counts (R*T, W), n_test, model, release, fit_seeds)`` for every
+    ``split`` in ``splits`` and ``eps`` in ``epsilons`` (``fit_seeds``: Laplace, OPS M = 10,
+    OPS M = 100, damcmc). The seeds of the fits not asked for are drawn all the same."""
     bad = [e for e in epsilons if e not in GRID]
     if bad:
         raise ValueError(f"epsilons must be in {GRID}, got {bad}")
-    import pandas as pd
-
     import privpost as pp
-    from privpost.diagnostics import summarise, worst
-    from privpost.experiments.foulds_hmm import _fit, _states_used, heldout_loglik, split_data
+    from privpost.experiments.foulds_hmm import split_data
     from privpost.mechanisms import Laplace
     from privpost.models.hmm import HiddenMarkovNB
 
     rng = np.random.default_rng(seed)
-    rows = []
     for split in range(max(splits) + 1):
         q, recs, heldout, counts, n_test = split_data(rng, "dense", 3, 5, 59)
         for K in (1, states):
@@ -60,31 +56,48 @@ def run(splits=(0,), epsilons=(0.1, 0.3, 1.0, 3.0, 10.0), *, max_seconds=600.0, 
                     continue
                 model = HiddenMarkovNB(K, q.n_levels)
                 rel = pp.release(recs, query=q, mechanism=Laplace(epsilon=eps), seed=rel_seed)
-                post, dt = _fit("naive", model, rel, recs, heldout, fit_seeds[0], eps)
-                rows.append(dict(split=split, epsilon=eps, method="laplace (200 its)",
-                                 ll=heldout_loglik(post, model, counts, heldout) / n_test,
-                                 states=_states_used(post), seconds=dt))
-                t0 = time.perf_counter()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    post = pp.infer(model, rel, method="damcmc", seed=fit_seeds[3],
-                                    heldout=heldout, max_seconds=max_seconds,
-                                    max_draws=100000, z_sampler=z_sampler, progress=progress)
-                dt = time.perf_counter() - t0
-                ess, rhat = worst(summarise(post.draws, cheap=True))
-                cs = post.chain_stats
-                rows.append(dict(split=split, epsilon=eps, method="damcmc (until converged)",
-                                 ll=heldout_loglik(post, model, counts, heldout) / n_test,
-                                 states=_states_used(post), seconds=dt,
-                                 converged=bool(post.converged), worst_ess=ess,
-                                 worst_rhat=rhat, draws=int(post.draws["pi"].shape[1]),
-                                 shift_accept=float(np.mean(cs.get("shift_accept_rate", np.nan))),
-                                 indep_accept=float(np.mean(cs.get("shift_indep_accept_rate",
-                                                                   np.nan)))))
-                if out is not None:
-                    pd.DataFrame(rows).to_csv(out, index=False)
-                if progress:
-                    print(rows[-2], rows[-1], flush=True)
+                yield split, eps, q, recs, heldout, counts, n_test, model, rel, fit_seeds
+
+
+def run(splits=(0,), epsilons=(0.1, 0.3, 1.0, 3.0, 10.0), *, max_seconds=600.0, seed=2016,
+        states=10, z_sampler="collapsed", out=None, progress=False):
+    """Rows (dict per fit) of the converged-damcmc study (module docstring); ``epsilons`` a
+    subset of :data:`GRID` (the seeds of the others are drawn all the same, so a subset gets
+    the same releases as the whole grid)."""
+    import pandas as pd
+
+    import privpost as pp
+    from privpost.diagnostics import summarise, worst
+    from privpost.experiments.foulds_hmm import _fit, _states_used, heldout_loglik
+
+    rows = []
+    for split, eps, q, recs, heldout, counts, n_test, model, rel, fit_seeds in fits(
+            splits, epsilons, seed=seed, states=states):
+        post, dt = _fit("naive", model, rel, recs, heldout, fit_seeds[0], eps)
+        rows.append(dict(split=split, epsilon=eps, method="laplace (200 its)",
+                         ll=heldout_loglik(post, model, counts, heldout) / n_test,
+                         states=_states_used(post), seconds=dt))
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            post = pp.infer(model, rel, method="damcmc", seed=fit_seeds[3],
+                            heldout=heldout, max_seconds=max_seconds,
+                            max_draws=100000, z_sampler=z_sampler, progress=progress)
+        dt = time.perf_counter() - t0
+        ess, rhat = worst(summarise(post.draws, cheap=True))
+        cs = post.chain_stats
+        rows.append(dict(split=split, epsilon=eps, method="damcmc (until converged)",
+                         ll=heldout_loglik(post, model, counts, heldout) / n_test,
+                         states=_states_used(post), seconds=dt,
+                         converged=bool(post.converged), worst_ess=ess,
+                         worst_rhat=rhat, draws=int(post.draws["pi"].shape[1]),
+                         shift_accept=float(np.mean(cs.get("shift_accept_rate", np.nan))),
+                         indep_accept=float(np.mean(cs.get("shift_indep_accept_rate",
+                                                           np.nan)))))
+        if out is not None:
+            pd.DataFrame(rows).to_csv(out, index=False)
+        if progress:
+            print(rows[-2], rows[-1], flush=True)
     return rows
 
 

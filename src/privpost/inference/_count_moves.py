@@ -36,6 +36,20 @@ tails included, from the whole range (never a truncated window):
    makes ``D(kR - 1)`` larger). The geometric tails are truncated at the range's ends and drawn
    by inversion. The acceptance rate is about 3/4 for a Gaussian-like ``f`` whatever its width.
 
+**Collapsed moves** (:func:`pair_move_c` with ``ai, aj > 0``). When the cell probabilities of
+the group have a Dirichlet prior ``Dirichlet(alpha)`` and are integrated out, the table's law is
+the Dirichlet-multinomial ``p(c) ∝ prod_j Gamma(alpha_j + c_j) / Gamma(c_j + 1)`` and the
+pair's conditional is
+
+    log f(k) = lgamma(a_i + c_i + k) - lgamma(c_i + k + 1) + lgamma(a_j + c_j - k)
+               - lgamma(c_j - k + 1) + sum_m log eta_m(r_m - k v_m)
+
+(``a_i = alpha_i``, ``dlp = 0``). ``lgamma(a + x) - lgamma(x + 1)`` has second difference
+``log((a + x + 1)(x + 1) / ((a + x)(x + 2)))``, which is ``<= 0`` iff ``a >= 1``: the collapsed
+conditional is log-concave, and drawn by the same exact scheme, when both concentrations are
+at least 1 (for ``a = 1`` the two terms cancel and ``f`` is the mechanism's factor alone).
+Callers use it only then.
+
 Differences ``log f(k) - log f(k0)`` are computed in a cancellation-free form (``lgamma``
 differences by a Stirling expansion for large arguments, the ``l2`` term as a product), so the
 move stays exact in floating point at ``c ~ 10^9`` where ``lgamma`` itself is ``~ 2 * 10^10``.
@@ -65,7 +79,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["pair_move", "log_f", "log_f_rel", "forward_diff", "pmf", "sample_many"]
+__all__ = ["pair_move", "pair_move_c", "log_f", "log_f_rel", "forward_diff", "pmf", "sample_many"]
 
 # lgamma(a + d) - lgamma(a) by Stirling's series once both arguments are at least this large
 _STIRLING_MIN = 1.0e4
@@ -96,14 +110,18 @@ def _lgamma_diff(a, d):
 
 
 @njit(cache=True, nogil=True)
-def log_f_rel(k, k0, ci, cj, dlp, r, v, w, l2, m):
-    """``log f(k) - log f(k0)`` (both in ``[-ci, cj]``), cancellation-free."""
+def _log_f_rel(k, k0, ci, cj, dlp, ai, aj, r, v, w, l2, m):
+    """``log f(k) - log f(k0)`` (both in ``[-ci, cj]``), cancellation-free; ``ai > 0`` adds the
+    collapsed (Dirichlet-multinomial) terms ``lgamma(ai + ci + k) + lgamma(aj + cj - k)``."""
     if k == k0:
         return 0.0
     dk = k - k0
     out = dk * dlp
     out -= _lgamma_diff(ci + k0 + 1.0, dk)
     out -= _lgamma_diff(cj - k0 + 1.0, -dk)
+    if ai > 0.0:
+        out += _lgamma_diff(ai + ci + k0, dk)
+        out += _lgamma_diff(aj + cj - k0, -dk)
     for q in range(m):
         if l2[q]:
             # (r - k v)^2 - (r - k0 v)^2 = (k0 - k) v (2 r - (k + k0) v)
@@ -114,9 +132,18 @@ def log_f_rel(k, k0, ci, cj, dlp, r, v, w, l2, m):
 
 
 @njit(cache=True, nogil=True)
-def forward_diff(k, ci, cj, dlp, r, v, w, l2, m):
-    """``D(k) = log f(k + 1) - log f(k)`` for ``k in [-ci, cj - 1]`` (non-increasing in ``k``)."""
+def log_f_rel(k, k0, ci, cj, dlp, r, v, w, l2, m):
+    """``log f(k) - log f(k0)`` (both in ``[-ci, cj]``), cancellation-free."""
+    return _log_f_rel(k, k0, ci, cj, dlp, 0.0, 0.0, r, v, w, l2, m)
+
+
+@njit(cache=True, nogil=True)
+def _forward_diff(k, ci, cj, dlp, ai, aj, r, v, w, l2, m):
+    """``D(k)`` of :func:`forward_diff`, with the collapsed terms when ``ai > 0``
+    (``+ log(ai + ci + k) - log(aj + cj - k - 1)``)."""
     out = dlp - math.log(ci + k + 1.0) + math.log(cj - k)
+    if ai > 0.0:
+        out += math.log(ai + ci + k) - math.log(aj + cj - k - 1.0)
     for q in range(m):
         if l2[q]:
             out -= w[q] * (-v[q]) * (2.0 * r[q] - (2.0 * k + 1.0) * v[q])
@@ -126,10 +153,17 @@ def forward_diff(k, ci, cj, dlp, r, v, w, l2, m):
 
 
 @njit(cache=True, nogil=True)
-def log_f(k, ci, cj, dlp, r, v, w, l2, m):
-    """Unnormalised ``log f(k)`` itself (``lgamma`` form; for tests and enumeration at small
-    counts -- use :func:`log_f_rel` for differences at large counts)."""
+def forward_diff(k, ci, cj, dlp, r, v, w, l2, m):
+    """``D(k) = log f(k + 1) - log f(k)`` for ``k in [-ci, cj - 1]`` (non-increasing in ``k``)."""
+    return _forward_diff(k, ci, cj, dlp, 0.0, 0.0, r, v, w, l2, m)
+
+
+@njit(cache=True, nogil=True)
+def _log_f(k, ci, cj, dlp, ai, aj, r, v, w, l2, m):
+    """:func:`log_f`, with the collapsed terms when ``ai > 0``."""
     out = k * dlp - math.lgamma(ci + k + 1.0) - math.lgamma(cj - k + 1.0)
+    if ai > 0.0:
+        out += math.lgamma(ai + ci + k) + math.lgamma(aj + cj - k)
     for q in range(m):
         z = r[q] - k * v[q]
         if l2[q]:
@@ -140,12 +174,19 @@ def log_f(k, ci, cj, dlp, r, v, w, l2, m):
 
 
 @njit(cache=True, nogil=True)
-def _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m):
+def log_f(k, ci, cj, dlp, r, v, w, l2, m):
+    """Unnormalised ``log f(k)`` itself (``lgamma`` form; for tests and enumeration at small
+    counts -- use :func:`log_f_rel` for differences at large counts)."""
+    return _log_f(k, ci, cj, dlp, 0.0, 0.0, r, v, w, l2, m)
+
+
+@njit(cache=True, nogil=True)
+def _bisect_mode(a, b, ci, cj, dlp, ai, aj, r, v, w, l2, m):
     """The smallest ``k in (a, b]`` with ``D(k) <= 0`` given ``D(a) > 0`` (or ``a`` below the
     range) and ``D(b) <= 0`` (or ``b`` the range's end): bisection on the forward difference."""
     while b - a > 1.0:
         mid = np.floor(0.5 * (a + b))
-        if forward_diff(mid, ci, cj, dlp, r, v, w, l2, m) <= 0.0:
+        if _forward_diff(mid, ci, cj, dlp, ai, aj, r, v, w, l2, m) <= 0.0:
             b = mid
         else:
             a = mid
@@ -153,12 +194,12 @@ def _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m):
 
 
 @njit(cache=True, nogil=True)
-def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
+def _mode(lo, hi, ci, cj, dlp, ai, aj, r, v, w, l2, m):
     """Smallest ``k in [lo, hi]`` with ``D(k) <= 0`` (``hi`` when none): the mode of ``f``.
     Galloping search from ``0`` (the current state, ``lo <= 0 <= hi``), then bisection."""
     if lo == hi:
         return lo
-    if 0.0 < hi and forward_diff(0.0, ci, cj, dlp, r, v, w, l2, m) > 0.0:
+    if 0.0 < hi and _forward_diff(0.0, ci, cj, dlp, ai, aj, r, v, w, l2, m) > 0.0:
         # mode is to the right of 0: find a with D(a) > 0, b with D(b) <= 0 or b = hi
         a = 0.0
         step = 1.0
@@ -167,12 +208,12 @@ def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
             if b >= hi:
                 b = hi
                 break
-            if forward_diff(b, ci, cj, dlp, r, v, w, l2, m) <= 0.0:
+            if _forward_diff(b, ci, cj, dlp, ai, aj, r, v, w, l2, m) <= 0.0:
                 break
             a = b
             step *= 2.0
         # invariant: D(a) > 0; D(b) <= 0 or b == hi; answer in (a, b]
-        return _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m)
+        return _bisect_mode(a, b, ci, cj, dlp, ai, aj, r, v, w, l2, m)
     # D(0) <= 0 (or 0 == hi): mode <= 0. Find b with D(b) <= 0, a with D(a) > 0 or a = lo - 1
     b = 0.0
     step = 1.0
@@ -181,12 +222,12 @@ def _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m):
         if a < lo:
             a = lo - 1.0
             break
-        if forward_diff(a, ci, cj, dlp, r, v, w, l2, m) > 0.0:
+        if _forward_diff(a, ci, cj, dlp, ai, aj, r, v, w, l2, m) > 0.0:
             break
         b = a
         step *= 2.0
     # invariant: D(b) <= 0 (or b == hi == 0); D(a) > 0 or a == lo - 1; answer in (a, b]
-    return _bisect_mode(a, b, ci, cj, dlp, r, v, w, l2, m)
+    return _bisect_mode(a, b, ci, cj, dlp, ai, aj, r, v, w, l2, m)
 
 
 #: Steps walked one at a time (summing forward differences) from the mode before the search for
@@ -195,7 +236,7 @@ _WALK = 8
 
 
 @njit(cache=True, nogil=True)
-def _drop_point(mode, end, direction, ci, cj, dlp, r, v, w, l2, m):
+def _drop_point(mode, end, direction, ci, cj, dlp, ai, aj, r, v, w, l2, m):
     """Nearest ``k`` beyond ``mode`` in ``direction`` (+1 or -1), not past ``end``, with
     ``log f(k) - log f(mode) <= -1``; ``end + direction`` when there is none. The first
     :data:`_WALK` points are walked (``log f`` by running sums of forward differences: the
@@ -212,13 +253,13 @@ def _drop_point(mode, end, direction, ci, cj, dlp, r, v, w, l2, m):
         if k == end:
             return end + direction
         if direction > 0.0:
-            drop += forward_diff(k, ci, cj, dlp, r, v, w, l2, m)
+            drop += _forward_diff(k, ci, cj, dlp, ai, aj, r, v, w, l2, m)
         else:
-            drop -= forward_diff(k - 1.0, ci, cj, dlp, r, v, w, l2, m)
+            drop -= _forward_diff(k - 1.0, ci, cj, dlp, ai, aj, r, v, w, l2, m)
         k += direction
         if drop <= -1.0:
             return k
-    if log_f_rel(end, mode, ci, cj, dlp, r, v, w, l2, m) > -1.0:
+    if _log_f_rel(end, mode, ci, cj, dlp, ai, aj, r, v, w, l2, m) > -1.0:
         return end + direction
     # near: drop > -1 ; far: drop <= -1
     near = k
@@ -228,13 +269,13 @@ def _drop_point(mode, end, direction, ci, cj, dlp, r, v, w, l2, m):
         if (far - end) * direction >= 0.0:
             far = end
             break
-        if log_f_rel(far, mode, ci, cj, dlp, r, v, w, l2, m) <= -1.0:
+        if _log_f_rel(far, mode, ci, cj, dlp, ai, aj, r, v, w, l2, m) <= -1.0:
             break
         near = far
         step *= 2.0
     while abs(far - near) > 1.0:
         mid = np.floor(0.5 * (far + near))
-        if log_f_rel(mid, mode, ci, cj, dlp, r, v, w, l2, m) <= -1.0:
+        if _log_f_rel(mid, mode, ci, cj, dlp, ai, aj, r, v, w, l2, m) <= -1.0:
             far = mid
         else:
             near = mid
@@ -264,7 +305,7 @@ def _geom_draw(slope, length, rng):
 
 
 @njit(cache=True, nogil=True)
-def _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng):
+def _enumerate_draw(lo, hi, ci, cj, dlp, ai, aj, r, v, w, l2, m, rng):
     """An exact draw of ``k`` from ``f`` on a tiny range ``[lo, hi]`` (``hi - lo < ENUM_MAX``,
     ``lo <= 0 <= hi``): ``log f(k) - log f(lo)`` at every point as the running sum of the
     forward differences (two logarithms each, no ``lgamma``), then inversion of the cdf."""
@@ -273,7 +314,7 @@ def _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng):
     lf[0] = 0.0
     top = 0.0
     for t in range(1, size):
-        x = lf[t - 1] + forward_diff(lo + t - 1.0, ci, cj, dlp, r, v, w, l2, m)
+        x = lf[t - 1] + _forward_diff(lo + t - 1.0, ci, cj, dlp, ai, aj, r, v, w, l2, m)
         lf[t] = x
         if x > top:
             top = x
@@ -291,19 +332,18 @@ def _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng):
 
 
 @njit(cache=True, nogil=True)
-def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
-    """An exact draw of ``k`` from ``f`` on ``[-ci, cj]`` (see the module docstring); returns
-    ``k`` as a float64 integer. Units move ``c_i += k``, ``c_j -= k``; the caller updates the
-    residuals (``r_m -= k v_m``)."""
+def pair_move_c(ci, cj, dlp, ai, aj, r, v, w, l2, m, rng):
+    """:func:`pair_move` for the multinomial (``ai = 0``) or the collapsed (``ai, aj >= 1``)
+    conditional (module docstring, "Collapsed moves"); returns ``k`` as a float64 integer."""
     lo = -ci
     hi = cj
     if lo == hi:
         return 0.0
     if hi - lo < ENUM_MAX:
-        return _enumerate_draw(lo, hi, ci, cj, dlp, r, v, w, l2, m, rng)
-    mode = _mode(lo, hi, ci, cj, dlp, r, v, w, l2, m)
-    kr = _drop_point(mode, hi, 1.0, ci, cj, dlp, r, v, w, l2, m)
-    kl = _drop_point(mode, lo, -1.0, ci, cj, dlp, r, v, w, l2, m)
+        return _enumerate_draw(lo, hi, ci, cj, dlp, ai, aj, r, v, w, l2, m, rng)
+    mode = _mode(lo, hi, ci, cj, dlp, ai, aj, r, v, w, l2, m)
+    kr = _drop_point(mode, hi, 1.0, ci, cj, dlp, ai, aj, r, v, w, l2, m)
+    kl = _drop_point(mode, lo, -1.0, ci, cj, dlp, ai, aj, r, v, w, l2, m)
     # flat part: (kl, kr) intersected with [lo, hi], height 1 (relative to f(mode))
     flat_lo = max(kl + 1.0, lo)
     flat_hi = min(kr - 1.0, hi)
@@ -314,8 +354,8 @@ def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
     s_r = -1.0
     n_r = 0.0
     if kr <= hi:
-        g_r = log_f_rel(kr, mode, ci, cj, dlp, r, v, w, l2, m)
-        s_r = forward_diff(kr - 1.0, ci, cj, dlp, r, v, w, l2, m)
+        g_r = _log_f_rel(kr, mode, ci, cj, dlp, ai, aj, r, v, w, l2, m)
+        s_r = _forward_diff(kr - 1.0, ci, cj, dlp, ai, aj, r, v, w, l2, m)
         chord = g_r / (kr - mode)
         if not s_r <= chord:
             s_r = chord
@@ -326,9 +366,9 @@ def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
     s_l = -1.0
     n_l = 0.0
     if kl >= lo:
-        g_l = log_f_rel(kl, mode, ci, cj, dlp, r, v, w, l2, m)
+        g_l = _log_f_rel(kl, mode, ci, cj, dlp, ai, aj, r, v, w, l2, m)
         # going left: log f(kl - j) <= g_l + j * s_l with s_l = -D(kl) (D(kl) >= chord > 0)
-        s_l = -forward_diff(kl, ci, cj, dlp, r, v, w, l2, m)
+        s_l = -_forward_diff(kl, ci, cj, dlp, ai, aj, r, v, w, l2, m)
         chord = g_l / (mode - kl)
         if not s_l <= chord:
             s_l = chord
@@ -350,31 +390,41 @@ def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
             j = _geom_draw(s_l, n_l, rng)
             k = kl - j
             log_h = g_l + s_l * j
-        lf = log_f_rel(k, mode, ci, cj, dlp, r, v, w, l2, m)
+        lf = _log_f_rel(k, mode, ci, cj, dlp, ai, aj, r, v, w, l2, m)
         if -rng.standard_exponential() < lf - log_h:
             return k
 
 
 @njit(cache=True, nogil=True)
-def sample_many(n_draws, ci, cj, dlp, r, v, w, l2, rng):
-    """``n_draws`` independent draws of :func:`pair_move` at fixed state (tests)."""
+def pair_move(ci, cj, dlp, r, v, w, l2, m, rng):
+    """An exact draw of ``k`` from ``f`` on ``[-ci, cj]`` (see the module docstring); returns
+    ``k`` as a float64 integer. Units move ``c_i += k``, ``c_j -= k``; the caller updates the
+    residuals (``r_m -= k v_m``)."""
+    return pair_move_c(ci, cj, dlp, 0.0, 0.0, r, v, w, l2, m, rng)
+
+
+@njit(cache=True, nogil=True)
+def sample_many(n_draws, ci, cj, dlp, r, v, w, l2, rng, ai=0.0, aj=0.0):
+    """``n_draws`` independent draws of :func:`pair_move_c` at fixed state (tests)."""
     out = np.empty(n_draws)
     m = r.shape[0]
     for t in range(n_draws):
-        out[t] = pair_move(ci, cj, dlp, r, v, w, l2, m, rng)
+        out[t] = pair_move_c(ci, cj, dlp, ai, aj, r, v, w, l2, m, rng)
     return out
 
 
-def pmf(ci, cj, dlp, r, v, w, l2, *, drop_lgamma: bool = False):
+def pmf(ci, cj, dlp, r, v, w, l2, *, drop_lgamma: bool = False, ai: float = 0.0,
+        aj: float = 0.0):
     """The exact normalised pmf of ``k`` on ``[-ci, cj]`` by enumeration (tests; small counts).
 
+    ``ai, aj > 0``: the collapsed conditional (Dirichlet concentrations of the two cells).
     ``drop_lgamma=True`` leaves the multinomial coefficient out (a deliberately wrong law).
     Returns ``(ks, probs)``, each ``(cj + ci + 1,)``."""
     r, v, w = (np.ascontiguousarray(x, dtype=np.float64) for x in (r, v, w))
     l2 = np.ascontiguousarray(l2, dtype=np.bool_)
     ks = np.arange(-int(ci), int(cj) + 1, dtype=np.float64)
-    lf = np.array([log_f(k, float(ci), float(cj), float(dlp), r, v, w, l2, r.shape[0])
-                   for k in ks])
+    lf = np.array([_log_f(k, float(ci), float(cj), float(dlp), float(ai), float(aj), r, v, w,
+                          l2, r.shape[0]) for k in ks])
     if drop_lgamma:
         from scipy.special import gammaln
         lf = lf + gammaln(ci + ks + 1.0) + gammaln(cj - ks + 1.0)

@@ -19,7 +19,7 @@ table given theta, ``pi(c) ∝ Mult(c | N, p) eta(s | A c)``):
    a pair with both cells occupied is reached two ways, so it is kept with probability 1/2
    (otherwise draw again). Each pair of ``P(c)`` then has probability ``1 / M(c)``.
 2. **proposal**: ``k`` units moved from ``j`` to ``i`` drawn exactly from the full conditional
-   of the line ``{c + k (e_i - e_j)}`` (``_count_table._pair_update``, i.e.
+   of the line ``{c + k (e_i - e_j)}`` (``_count_table._pair_update_c``, i.e.
    :func:`privpost.inference._count_moves.pair_move`):
    ``f(c') = pi(c') / sum_line pi``, the same normalising sum from ``c`` and from ``c'``.
 3. **correction**: accept ``c'`` with probability ``min(1, M(c) / M(c'))``.
@@ -49,7 +49,8 @@ from numba import njit
 
 from privpost.errors import PrivpostError
 from privpost.inference._count_table import (MAX_SHIFT_DIM, CountTable, TableChain,
-                                             _pair_update, log_eta, residuals, shift_log_ratio)
+                                             _pair_update_c, log_eta, residuals,
+                                             shift_log_ratio)
 
 __all__ = ["occupied_sweep", "n_pairs_for", "OccupiedTable", "HMCStep"]
 
@@ -97,6 +98,7 @@ def occupied_sweep(c, log_p, n_moves, cell_ptr, cell_coord, cell_coef, s, w, l2,
     the ``M(c) / M(c')`` correction (``False`` only in the tests' wrong variant)."""
     J = c.shape[0]
     out = np.zeros(2)
+    no_alpha = np.zeros(J)          # not collapsed: the moves are conditional on theta
     residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
     n_occ = 0
     for x in range(J):
@@ -115,8 +117,8 @@ def occupied_sweep(c, log_p, n_moves, cell_ptr, cell_coord, cell_coef, s, w, l2,
                 break
         ci, cj = c[i], c[j]
         # the exact conditional draw, applied to c and r (b_idx, b_v keep the coordinates)
-        k = _pair_update(i, j, c, log_p, cell_ptr, cell_coord, cell_coef, w, l2, r, b_idx, b_r,
-                         b_v, b_w, b_l2, rng)
+        k = _pair_update_c(i, j, c, log_p, no_alpha, cell_ptr, cell_coord, cell_coef, w, l2, r,
+                           b_idx, b_r, b_v, b_w, b_l2, rng)
         if k == 0.0:
             continue
         ni, nj = c[i], c[j]

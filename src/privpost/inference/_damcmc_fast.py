@@ -70,6 +70,8 @@ SIG_LOG_TARGET = types.float64(_F1)
 SIG_LOG_DENSITY = types.float64(_F1, _F2)
 _IW_SIGS = (SIG_INNOVATIONS, SIG_FROM_INNOVATIONS, SIG_TO_FREE, SIG_FROM_FREE, SIG_LOG_TARGET,
             SIG_LOG_DENSITY)
+#: ``fused_step(theta, u, out, t_out, T_out) -> float`` (CompiledInterweave.fused_step)
+SIG_FUSED = types.float64(_F1, _F2, _F2, _F2, _F1)
 
 
 def as_function(fn, sig):
@@ -142,6 +144,15 @@ class CompiledInterweave(NamedTuple):
         theta; the model's Python ``innovations_log_density``), added to the move's acceptance
         ratio; ``-inf`` outside the support. ``None`` (default): the law of ``u`` is free of
         theta (fully non-centred), the term is 0.
+    fused_step : callable or None
+        Optional, a plain Python factory ``fused_step(query) -> dispatcher | None``: for the
+        queries it knows, a compiled ``step(theta, u, out, t_out, T_out) -> float`` that does a
+        move step's three passes in one: ``out`` ``(m, record_width)`` = the records
+        ``from_innovations(theta, u)`` (bit-identical), ``t_out`` ``(m, d)`` = the query's
+        contributions of ``out`` (up to rounding), ``T_out`` ``(d,)`` = their column sums, and
+        the return value ``log_density(theta, u)`` (up to rounding; ``-inf`` outside the
+        support). :func:`resolve_fast_path` checks it against the three passes and the driver
+        then uses it; ``None`` (default) or a ``None`` from the factory: the three passes.
     """
 
     dim: int
@@ -152,6 +163,7 @@ class CompiledInterweave(NamedTuple):
     from_free: Callable[..., Any]
     log_target: Callable[..., Any]
     log_density: Callable[..., Any] | None = None
+    fused_step: Callable[..., Any] | None = None
 
 
 # ============================================================================================
@@ -368,10 +380,20 @@ def _zero_log_density(theta, u):
 
 
 @njit(cache=True, nogil=True)
+def _no_fused_step(theta, u, out, t_out, T_out):
+    """The ``fused_step`` argument of a driver without one (never called: ``use_fused``
+    False)."""
+    return 0.0
+
+
+@njit(cache=True, nogil=True)
 def _interweave(innovations, from_innovations, to_free, from_free, log_target, log_density,
                 contrib, n_steps, adapting, use_l2, theta, records, t_cur, T, s_obs, weight, rng,
-                u, xp, tp, Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol):
-    """``n_steps`` non-centred MH steps (damcmc.Sampler._interweave, compiled)."""
+                u, xp, tp, Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol, fused, use_fused):
+    """``n_steps`` non-centred MH steps (damcmc.Sampler._interweave, compiled); with
+    ``use_fused`` a proposal's records, contributions, their sum and ``log_density`` come from
+    one call of ``fused`` (:class:`CompiledInterweave` ``fused_step``), else from three
+    passes."""
     n, d = t_cur.shape
     dim = v.shape[0]
     innovations(theta, records, u, rng)
@@ -392,16 +414,20 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
         from_free(theta, vp, thp)
         lpp = log_target(thp)
         if lpp > -np.inf:
-            lpp += log_density(thp, u)
+            if use_fused:
+                lpp += fused(thp, u, xp, tp, Tp)
+            else:
+                lpp += log_density(thp, u)
         alpha = 0.0
         if lpp > -np.inf:
-            from_innovations(thp, u, xp)
-            contrib(xp, tp)
-            for c in range(d):
-                acc = 0.0
-                for i in range(n):
-                    acc += tp[i, c]
-                Tp[c] = acc
+            if not use_fused:
+                from_innovations(thp, u, xp)
+                contrib(xp, tp)
+                for c in range(d):
+                    acc = 0.0
+                    for i in range(n):
+                        acc += tp[i, c]
+                    Tp[c] = acc
             lgp = _log_g(Tp, s_obs, weight, use_l2)
             log_a = lpp - lp + lgp - lg
             if log_a != log_a:
@@ -430,14 +456,16 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
 
 def _drive_sig(with_iw: bool):
     ft = types.FunctionType
-    iw = [ft(sig) for sig in _IW_SIGS] if with_iw else [types.none] * len(_IW_SIGS)
+    iw = ([ft(sig) for sig in _IW_SIGS + (SIG_FUSED,)] if with_iw
+          else [types.none] * (len(_IW_SIGS) + 1))
     b1 = types.boolean[::1]
     return types.void(
         ft(SIG_UPDATE), ft(SIG_SIMULATE), ft(SIG_CONTRIB), types.boolean,
         _F1, _F2, _F2, _F2, _F2, _F1, _F1, _F1, _F1, b1, _I1, _I1, _RNG,      # theta .. rng
         types.int64, types.int64, types.int64, types.float64, types.int64,    # n_iter .. recompute
         _F2, _F1, _F1, _F1, _I1, _F1,                                         # stores, ictr, fctr
-        *iw, types.int64, _F2, _F2, _F2, _F1, _F1, _F1, _F1, _F1, _F1, _I1, _F1, _F2, _F2)
+        *iw, types.int64, _F2, _F2, _F2, _F1, _F1, _F1, _F1, _F1, _F1, _I1, _F1, _F2, _F2,
+        types.boolean)
 
 
 def _driver():
@@ -456,8 +484,8 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
            weight, log_u, accept, record_counts, sweep_counts, rng, n_iter, warmup, thin,
            log_const, recompute_every, store_theta, store_rate, store_min, store_log_eta,
            ictr, fctr, iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
-           iw_log_target, iw_log_density, n_iw, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp, iw_thp, iw_z, iw_f,
-           iw_i, iw_mean, iw_m2, iw_chol):
+           iw_log_target, iw_log_density, iw_fused, n_iw, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp,
+           iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, iw_use_fused):
     """Run ``n_iter`` DA-MCMC iterations (Algorithm 1) entirely in compiled code.
 
     ``ictr = [iteration, n_stored]``, ``fctr = [running block minimum, max drift of T]``.
@@ -480,7 +508,7 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
             _interweave(iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
                         iw_log_target, iw_log_density, contrib, n_iw, it < warmup, use_l2, theta, records,
                         t_cur, T, s_obs, weight, rng, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp,
-                        iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol)
+                        iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, iw_fused, iw_use_fused)
         simulate(theta, prop, rng)
         contrib(prop, t_prop)
         for r in range(m):
@@ -534,7 +562,7 @@ class FastPath:
     raises :class:`IncompatibleError` when one does not compile for its signature).
     """
 
-    def __init__(self, cm: CompiledModel, contrib, source: str):
+    def __init__(self, cm: CompiledModel, contrib, source: str, query=None):
         self.cm = cm._replace(update=as_function(cm.update, SIG_UPDATE),
                               simulate=as_function(cm.simulate, SIG_SIMULATE))
         if cm.interweave is not None:
@@ -547,6 +575,13 @@ class FastPath:
                 log_target=fns[4], log_density=fns[5]))
         self.contrib = as_function(contrib, SIG_CONTRIB)
         self.source = source
+        #: the model's fused move step for this query (``CompiledInterweave.fused_step``) or
+        #: None; checked against the three passes by :func:`_validate_interweave`
+        self.fused = None
+        factory = getattr(cm.interweave, "fused_step", None) if cm.interweave is not None else None
+        if factory is not None and query is not None:
+            step = factory(query)
+            self.fused = as_function(step, SIG_FUSED) if step is not None else None
 
 
 class CompiledChain:
@@ -623,10 +658,11 @@ class CompiledChain:
                self.log_u, self.accept, self.record_counts, self.sweep_counts, self.rng,
                int(n_iter), int(self.warmup), int(self.thin), float(p.log_const),
                int(self.recompute_every), self.store_theta, self.store_rate, self.store_min,
-               self.store_log_eta, self.ictr, self.fctr, *(self.iw[2:] if self.iw is not None
-                                                          else (None,) * 6), self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
+               self.store_log_eta, self.ictr, self.fctr,
+               *(self.iw[2:8] + (f.fused or _no_fused_step,) if self.iw is not None
+                 else (None,) * 7), self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
                self.iw_v, self.iw_vp, self.iw_thp, self.iw_z, self.iw_f, self.iw_i,
-               self.iw_mean, self.iw_m2, self.iw_chol)
+               self.iw_mean, self.iw_m2, self.iw_chol, f.fused is not None)
 
     def extend(self, extra: int) -> None:
         """Room for ``extra`` more draws (run-until-converged rounds)."""
@@ -713,7 +749,7 @@ def resolve_fast_path(problem, fast_path="auto", quiet: bool = False,
     if contrib is None:
         return unavailable(f"query {type(problem.query).__name__} has no compiled_t()")
     try:
-        fast = FastPath(cm, contrib, source)
+        fast = FastPath(cm, contrib, source, problem.query)
         _validate(problem, fast)
     except IncompatibleError as exc:
         if required:
@@ -855,3 +891,14 @@ def _validate_interweave(p, fast: FastPath, params, recs, vrng) -> None:
     if not np.allclose(xp, want_x, rtol=1e-9, atol=1e-9):
         raise IncompatibleError(f"{name}: compiled from_innovations disagrees with the Python "
                                 f"one at a moved parameter")
+    if fast.fused is not None:    # the fused step against the three passes it replaces
+        tp = np.zeros((m, int(p.d)))
+        fast.contrib(xp, tp)
+        xf, tf, Tf = np.zeros((m, rw)), np.zeros((m, int(p.d))), np.zeros(int(p.d))
+        ld = float(fast.fused(thp, u, xf, tf, Tf))
+        ok = (np.array_equal(xf, xp) and np.allclose(tf, tp, rtol=1e-12, atol=1e-15)
+              and np.allclose(Tf, tf.sum(axis=0), rtol=1e-12, atol=1e-14)
+              and math.isclose(ld, float(civ.log_density(thp, u)), rel_tol=1e-9, abs_tol=1e-9))
+        if not ok:
+            raise IncompatibleError(f"{name}: the compiled fused move step disagrees with "
+                                    f"from_innovations + the query's contributions + log_density")

@@ -734,7 +734,7 @@ def _path_weight(k, prev, nxt, ntr, nout, alpha, Ka):
 
 @njit(cache=True, nogil=True)
 def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l2, use, alpha,
-                      stats, rng):
+                      stats, rng, near=0.0, qratio=1.0):
     """Non-centred moves of each cell's state together with its counts (count latent).
 
     For every used cell ``c`` (systematic scan) a new state ``k'`` is proposed uniformly among
@@ -748,6 +748,15 @@ def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l
     ``sqrt(N p)`` is below the noise), which makes single-site z moves given the counts sticky
     when the noise is large; this move re-imputes the counts as the cell changes state.
     ``stats[2] +=`` proposals, ``stats[3] +=`` acceptances.
+
+    ``near > 0`` (EXPERIMENTS.md §7.1.3): the new state is drawn from the mixture ``q(k' | k) =
+    (1 - near) / (K - 1) + near * v[k, k'] / sum_{j != k} v[k, j]`` with ``v[k, j] = exp(-Nbar
+    sum_w (theta[k, w] - theta[j, w])^2 / (theta[k, w] + theta[j, w]) / 2)`` (``Nbar`` the mean
+    used cell size; a chi-square distance of the two states' emissions, computed once per call:
+    theta is fixed during the call), which proposes the states whose emissions are close -- two
+    labels sharing one true state -- far more often than the uniform choice; the MH ratio then
+    carries ``q(k | k') / q(k' | k)`` (``qratio=0`` drops it: a WRONG variant, for the test
+    that must see it fail).
     """
     R, Tt = z.shape
     K = ntr.shape[1]
@@ -757,6 +766,42 @@ def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l
     Ka = K * alpha
     W = counts.shape[1]
     newc = np.empty(W)
+    logq = np.zeros((K, K))          # log q(k' | k) of the near-state proposal
+    cum = np.zeros((K, K))           # its cumulative rows
+    if near > 0.0:
+        nbar = 0.0
+        nuse = 0.0
+        for c in range(R * Tt):
+            if use[c] and sizes[c] > 0:
+                nbar += sizes[c]
+                nuse += 1.0
+        nbar /= max(nuse, 1.0)
+        for k in range(K):
+            m = -np.inf
+            for j in range(K):
+                if j == k:
+                    continue
+                dist = 0.0
+                for wi in range(W):
+                    a = theta[k, wi]
+                    b = theta[j, wi]
+                    if a + b > 0.0:
+                        dist += (a - b) * (a - b) / (a + b)
+                logq[k, j] = -0.5 * nbar * dist
+                if logq[k, j] > m:
+                    m = logq[k, j]
+            tot = 0.0
+            for j in range(K):
+                if j != k:
+                    logq[k, j] = math.exp(logq[k, j] - m)
+                    tot += logq[k, j]
+            acc = 0.0
+            for j in range(K):
+                if j != k:
+                    pj = (1.0 - near) / (K - 1) + near * logq[k, j] / tot
+                    acc += pj
+                    logq[k, j] = math.log(pj)
+                cum[k, j] = acc
     for r in range(R):
         for t in range(Tt):
             c = r * Tt + t
@@ -764,16 +809,28 @@ def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l
                 continue
             N = sizes[c]
             old = z[r, t]
-            new = int(rng.random() * (K - 1))
-            if new >= K - 1:
-                new = K - 2
-            if new >= old:
-                new += 1
+            if near > 0.0:
+                u = rng.random() * cum[old, K - 1]
+                new = K - 1
+                for j in range(K):
+                    if j != old and u < cum[old, j]:
+                        new = j
+                        break
+                if new == old:           # u at the top edge: the last other state
+                    new = K - 2 if old == K - 1 else K - 1
+            else:
+                new = int(rng.random() * (K - 1))
+                if new >= K - 1:
+                    new = K - 2
+                if new >= old:
+                    new += 1
             prev = K if t == 0 else z[r, t - 1]
             nxt = z[r, t + 1] if t + 1 < Tt else -1
             _shift_transitions(ntr, nout, prev, old, nxt, -1.0)
             logr = (_path_weight(new, prev, nxt, ntr, nout, alpha, Ka)
                     - _path_weight(old, prev, nxt, ntr, nout, alpha, Ka))
+            if near > 0.0:
+                logr += qratio * (logq[new, old] - logq[old, new])
             ok = True
             for d in range(D):
                 o = off[d]

@@ -51,8 +51,13 @@ leaves ``p(N, n | z, theta, released)`` invariant; with the pair moves of ``coun
 (which keep ``N`` and mix the levels) the kernel is irreducible on ``{(N, n)}``. Exactness is
 tested against enumeration in ``tests/test_hmm_sizes.py``.
 
-Not wired into ``privpost.infer`` yet (the release side -- a cell-counts release whose sizes are
-noisy -- is :class:`privpost.queries.cell_sizes.CellSizes`, a separate release of the sizes).
+:func:`transfer_moves` moves ``k`` units from one cell to another (a death and a birth, the
+same cancellation), which keeps ``sum_c N_c``: the sizes conditioned on the published total
+``n``. Wired into ``privpost.infer``: the HMM ``damcmc`` driver (count latent) calls one of
+them every iteration (``size_total="fixed"``, default: transfers; ``"free"``: births and
+deaths) when the release is a cell-counts release whose sizes are released privately (the
+:class:`~privpost.releases.ReleaseSet` of :mod:`privpost.releases.cells`), with the prior of the
+``size_prior`` / ``size_rate`` options (:func:`privpost.inference.hmm.run_method`).
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["size_moves", "log_size_prior"]
+__all__ = ["size_moves", "transfer_moves", "log_size_prior"]
 
 
 @njit(cache=True, nogil=True)
@@ -81,6 +86,59 @@ def _log_eta(e, w, l2):
 
 
 @njit(cache=True, nogil=True)
+def _draw_delta(birth, c, kz, k, N, theta, off, levels, counts, delta, rng):
+    """The change of cell ``c``'s counts ``delta (W,)`` (overwritten) of a birth of ``k`` units
+    (levels drawn iid from ``theta[kz]``, per feature) or a death of ``k`` of its ``N`` units
+    (removed uniformly without replacement, per feature)."""
+    D = off.shape[0]
+    for d in range(D):
+        o = off[d]
+        J = levels[d]
+        for j in range(J):
+            delta[o + j] = 0.0
+        if birth:
+            for _u in range(k):
+                u = rng.random()
+                acc = 0.0
+                jj = J - 1
+                for j in range(J):
+                    acc += theta[kz, o + j]
+                    if u < acc:
+                        jj = j
+                        break
+                while theta[kz, o + jj] == 0.0:     # rounding at the top end
+                    jj -= 1
+                delta[o + jj] += 1.0
+        else:
+            left = N
+            for _u in range(k):
+                u = math.floor(rng.random() * left)
+                acc = 0.0
+                jj = J - 1
+                for j in range(J):
+                    acc += counts[c, o + j] + delta[o + j]
+                    if u < acc:
+                        jj = j
+                        break
+                delta[o + jj] -= 1.0
+                left -= 1.0
+
+
+@njit(cache=True, nogil=True)
+def _delta_loglik(c, delta, counts, obs, w, l2):
+    """``sum_q log eta(obs[c, q] - counts[c, q] - delta[q]) - log eta(obs[c, q] - counts[c, q])``
+    over the touched counts."""
+    la = 0.0
+    for q in range(delta.shape[0]):
+        x = delta[q]
+        if x != 0.0:
+            y = obs[c, q]
+            n0 = counts[c, q]
+            la += _log_eta(y - n0 - x, w, l2) - _log_eta(y - n0, w, l2)
+    return la
+
+
+@njit(cache=True, nogil=True)
 def size_moves(z, theta, off, levels, counts, sizes, obs, obs_size, w, l2, w_size, l2_size,
                prior_kind, prior_par, kmax, moves, use, rng):
     """Birth/death MH moves of every cell's size and counts (derivation: module docstring).
@@ -94,7 +152,6 @@ def size_moves(z, theta, off, levels, counts, sizes, obs, obs_size, w, l2, w_siz
     Returns ``(accepted, proposed)``.
     """
     R, Tt = z.shape
-    D = off.shape[0]
     W = counts.shape[1]
     delta = np.zeros(W)
     accepted = 0
@@ -119,46 +176,83 @@ def size_moves(z, theta, off, levels, counts, sizes, obs, obs_size, w, l2, w_siz
                 continue
             la += (_log_eta(obs_size[c] - N2, w_size, l2_size)
                    - _log_eta(obs_size[c] - N, w_size, l2_size))
-            for d in range(D):
-                o = off[d]
-                J = levels[d]
-                for j in range(J):
-                    delta[o + j] = 0.0
-                if birth:
-                    for _u in range(k):
-                        u = rng.random()
-                        acc = 0.0
-                        jj = J - 1
-                        for j in range(J):
-                            acc += theta[kz, o + j]
-                            if u < acc:
-                                jj = j
-                                break
-                        while theta[kz, o + jj] == 0.0:     # rounding at the top end
-                            jj -= 1
-                        delta[o + jj] += 1.0
-                else:
-                    left = N
-                    for _u in range(k):
-                        u = math.floor(rng.random() * left)
-                        acc = 0.0
-                        jj = J - 1
-                        for j in range(J):
-                            acc += counts[c, o + j] + delta[o + j]
-                            if u < acc:
-                                jj = j
-                                break
-                        delta[o + jj] -= 1.0
-                        left -= 1.0
-                for j in range(J):
-                    x = delta[o + j]
-                    if x != 0.0:
-                        y = obs[c, o + j]
-                        n0 = counts[c, o + j]
-                        la += _log_eta(y - n0 - x, w, l2) - _log_eta(y - n0, w, l2)
+            _draw_delta(birth, c, kz, k, N, theta, off, levels, counts, delta, rng)
+            la += _delta_loglik(c, delta, counts, obs, w, l2)
             if la >= 0.0 or rng.random() < math.exp(la):
                 sizes[c] = N2
                 for q in range(W):
                     counts[c, q] += delta[q]
+                accepted += 1
+    return accepted, proposed
+
+
+@njit(cache=True, nogil=True)
+def transfer_moves(z, theta, off, levels, counts, sizes, obs, obs_size, w, l2, w_size, l2_size,
+                   prior_kind, prior_par, kmax, moves, use, rng):
+    """Transfer MH moves that keep the total ``sum_c N_c`` (the sizes conditioned on the
+    published ``n``): for every used cell ``a``, ``moves`` times, a partner ``b`` uniform among
+    the other used cells, a direction with probability 1/2 each (``a -> b`` or ``b -> a``) and
+    ``k`` uniform on ``1..kmax``; the source loses ``k`` units (a death, removed uniformly per
+    feature), the destination gains ``k`` (a birth from ``theta[z_dest]``). The reverse move
+    (same pair, opposite direction, same ``k``) has the same selection probability, and per
+    cell the multinomial terms cancel against the proposals exactly as in :func:`size_moves`
+    (module docstring), so the MH ratio is the prior ratio of the two cells (1 under the flat
+    prior; for Poisson priors ``lambda`` cancels) times the size-noise and count-noise ratios
+    of the two cells. Arguments as :func:`size_moves`. Returns ``(accepted, proposed)``."""
+    R, Tt = z.shape
+    C = R * Tt
+    W = counts.shape[1]
+    da = np.zeros(W)
+    db = np.zeros(W)
+    cells = np.empty(C, dtype=np.int64)
+    m = 0
+    for c in range(C):
+        if use[c]:
+            cells[m] = c
+            m += 1
+    accepted = 0
+    proposed = 0
+    if m < 2:
+        return accepted, proposed
+    for i in range(m):
+        for _r in range(moves):
+            j = int(rng.random() * (m - 1))
+            if j >= m - 1:
+                j = m - 2
+            if j >= i:
+                j += 1
+            k = 1 + int(rng.random() * kmax)
+            if k > kmax:
+                k = kmax
+            if rng.random() < 0.5:
+                src, dst = cells[i], cells[j]
+            else:
+                src, dst = cells[j], cells[i]
+            proposed += 1
+            Ns, Nd = sizes[src], sizes[dst]
+            if Ns < k:
+                continue
+            la = (log_size_prior(Ns - k, prior_kind, prior_par)
+                  - log_size_prior(Ns, prior_kind, prior_par)
+                  + log_size_prior(Nd + k, prior_kind, prior_par)
+                  - log_size_prior(Nd, prior_kind, prior_par))
+            if la == -np.inf:
+                continue
+            la += (_log_eta(obs_size[src] - Ns + k, w_size, l2_size)
+                   - _log_eta(obs_size[src] - Ns, w_size, l2_size)
+                   + _log_eta(obs_size[dst] - Nd - k, w_size, l2_size)
+                   - _log_eta(obs_size[dst] - Nd, w_size, l2_size))
+            _draw_delta(False, src, z[src // Tt, src % Tt], k, Ns, theta, off, levels, counts,
+                        da, rng)
+            _draw_delta(True, dst, z[dst // Tt, dst % Tt], k, Nd, theta, off, levels, counts,
+                        db, rng)
+            la += (_delta_loglik(src, da, counts, obs, w, l2)
+                   + _delta_loglik(dst, db, counts, obs, w, l2))
+            if la >= 0.0 or rng.random() < math.exp(la):
+                sizes[src] = Ns - k
+                sizes[dst] = Nd + k
+                for q in range(W):
+                    counts[src, q] += da[q]
+                    counts[dst, q] += db[q]
                 accepted += 1
     return accepted, proposed

@@ -95,7 +95,7 @@ def relabel(results: list[dict], mode, copy: bool) -> list[dict]:
     out = []
     for r in results:
         d = dict(r)
-        for key in ("theta", "pi", "A", "z", "counts"):
+        for key in ("theta", "pi", "A", "z", "counts", "N"):
             if key in d:
                 d[key] = d[key][:length].copy() if copy else d[key][:length]
         d["n_stored"] = length

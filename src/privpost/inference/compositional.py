@@ -234,6 +234,11 @@ class _WeightedDirichlet(Dirichlet):
             x[bad] = self.floor + (1.0 - self.parts * self.floor) * x[bad]
         return x
 
+    def default_warmup(self, release):
+        """``None``: damcmc's own default (Dirichlet's shorter warm-up was measured on the
+        untempered law only, not on model (5))."""
+        return None
+
     def update(self, params, records, rng):
         b = records.shape[0]
         T = np.log(records).sum(axis=0)

@@ -838,7 +838,27 @@ class _Progress:
 # the method
 # ============================================================================================
 
-def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains: int = 4,
+#: damcmc's warm-up (iterations per chain) when neither the user nor the model gives one
+#: (:func:`default_warmup`)
+DEFAULT_WARMUP = 1000
+
+
+def default_warmup(model, release) -> tuple[int, str]:
+    """The warm-up of a run without ``warmup=``: ``(iterations per chain, where it comes
+    from)``. A model may declare its own for a release with the optional
+    ``model.default_warmup(release) -> int | None`` (``None``: no opinion), justified in that
+    method's docstring by measured converged runs; else :data:`DEFAULT_WARMUP`. A declared value
+    that is not an integer >= 0 raises :class:`PrivpostError` naming the model's method."""
+    hook = getattr(model, "default_warmup", None)
+    if callable(hook):
+        w = hook(release)
+        if w is not None:
+            name = f"{type(model).__name__}.default_warmup"
+            return _positive_int(w, name, 0), f"the model's default, {name}"
+    return DEFAULT_WARMUP, "damcmc's default"
+
+
+def run(model, release, *, draws: int | None = None, warmup: int | None = None, chains: int = 4,
         seed=None, thin: int = 1, sweeps_per_iteration: int = 1, progress: bool = True,
         cores: int | None = None, init=None, proposal=None, fast_path="auto",
         interweave="auto", start: str = "data", max_draws: int | None = None,
@@ -863,8 +883,12 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     max_seconds : float or None
         Run until converged: the wall-time budget of the sampling (default 600 s; ``None`` with
         ``max_draws`` given: no time budget).
-    warmup : int
-        Iterations discarded at the start of each chain.
+    warmup : int or None
+        Iterations discarded at the start of each chain (the non-centred moves' proposals adapt
+        during them). ``None`` (default): the model's default for this release when it declares
+        one (optional ``model.default_warmup(release)``; the Dirichlet: 300), else
+        :data:`DEFAULT_WARMUP` = 1000 (:func:`default_warmup`). The notes state the warm-up
+        used and where it came from.
     chains : int
         Independent chains (streams from :func:`privpost._rng.spawn`).
     seed : None, int or numpy.random.Generator
@@ -951,13 +975,21 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     """
     from privpost.inference import _count_latent
 
+    warm_from = "given"
+    if warmup is None:
+        warmup, warm_from = default_warmup(model, release)
     law = _count_latent.law_for_options(model, release, dict(
         latent=latent, proposal=proposal, init=init, fast_path=fast_path, interweave=interweave,
         sweeps_per_iteration=sweeps_per_iteration, thin=thin))
     if law is not None:
-        return _count_latent.run_with_options(law, model, release, dict(
+        post = _count_latent.run_with_options(law, model, release, dict(
             draws=draws, warmup=warmup, chains=chains, seed=seed, progress=progress,
             max_draws=max_draws, max_seconds=max_seconds, start=start))
+        # before a NOT CONVERGED note, which stays last
+        at = next((i for i, n in enumerate(post.notes) if n.startswith("NOT CONVERGED")),
+                  len(post.notes))
+        post.notes.insert(at, _warmup_note(warmup, warm_from))
+        return post
     reject_release_set("damcmc", release)
     plan = None
     if draws is None or (isinstance(draws, str) and draws == "auto"):
@@ -1040,7 +1072,8 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     opts = {"proposal": proposal, "sweeps_per_iteration": problem.k,
             "interweave": problem.interweave,
             "fast_path": fast is not None,
-            "draws": draws, "warmup": warmup, "thin": thin, "auto": plan is not None}
+            "draws": draws, "warmup": warmup, "thin": thin, "auto": plan is not None,
+            "warmup_from": warm_from}
     t0 = time.perf_counter()
     if plan is not None:
         plan.t0 = t0
@@ -1063,6 +1096,11 @@ def run(model, release, *, draws: int | None = None, warmup: int = 1000, chains:
     elapsed = time.perf_counter() - t0
     return _assemble(problem, fast, results, interrupted, opts, chains, elapsed, start_note,
                      plan)
+
+
+def _warmup_note(warmup: int, source: str) -> str:
+    """The note stating the warm-up a run used and where it came from."""
+    return f"warm-up: {warmup} iteration{'s' if warmup != 1 else ''} per chain ({source})"
 
 
 #: ``fast_path="auto"``: work (in record updates) counted for one NumPy interweaving step
@@ -1274,6 +1312,7 @@ def _assemble(problem, fast, results, interrupted, opts, n_chains, elapsed, star
                      f"{', '.join(f'{a:.3g}' for a in iw_acc)}")
     if start_note:
         notes.append(start_note)
+    notes.append(_warmup_note(opts["warmup"], opts.get("warmup_from", "given")))
     if plan is not None:
         if (plan.reason is None or plan.reason.startswith("interrupted")) and \
                 plan.out_of_time():

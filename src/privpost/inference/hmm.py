@@ -26,7 +26,10 @@
   by binomial thinning; the residual shift cannot move a rare level down when a cell holds
   none of it, thinning can); and one per cell that moves the cell's state
   together with its counts (:func:`~privpost.inference._hmm_core.state_shift_moves`; given
-  the counts a cell's state is sticky when the noise is large), then makes the same ``z`` and
+  the counts a cell's state is sticky when the noise is large; the new state is drawn from a
+  mixture that favours states with close emissions, ``near_shift`` = 0.8 by default, with the
+  proposal ratio in the MH ratio: at K = 10 a true state split between two labels merges back
+  through it, EXPERIMENTS.md §7.1.3), then makes the same ``z`` and
   ``theta`` Gibbs moves as ``naive`` on the imputed counts. Target::
 
       p(z, theta, n | obs) ∝ p(z) p(theta) prod_{c,d} Mult(n[c, d] | N_c, theta_d[z_c])
@@ -46,7 +49,13 @@
 Every method conditions on the published cell sizes ``N[r, t]``, which the CellCounts release
 publishes exactly (a public parameter of the query, not covered by the release's guarantee);
 the posterior notes say so (:data:`CELL_SIZES_NOTE`; the "NOT covered by the privacy
-guarantee" statement itself is the release's, added by :func:`privpost.infer`).
+guarantee" statement itself is the release's, added by :func:`privpost.infer`). When the sizes
+are released privately instead (:mod:`privpost.releases.cells`), only ``damcmc`` with the
+count latent reads the release: the sizes are latent too (:func:`run_method`, ``size_prior``),
+moved each iteration by :func:`~privpost.inference._hmm_sizes.transfer_moves` (the total
+conditioned on the published n, ``size_total="fixed"``, default) or
+:func:`~privpost.inference._hmm_sizes.size_moves` (``"free"``); the other methods
+refuse it (registry: :data:`privpost.inference.registry._NOISY_SIZES_WHY`).
 * ``"ops"`` -- one-posterior-sample mechanism run on the *confidential* reports (``records=``
   required, a simulation-study tool like :mod:`privpost.inference.ops`): Gibbs on the tempered
   posterior with every emission distribution truncated to ``theta_j >= a0_d = 1 / (M K_d)``.
@@ -105,7 +114,13 @@ default 1), ``count_shift`` (count latent: the non-centred moves -- residual shi
 thinning, state shift -- default True), ``record_sweeps`` (record latent, default 1);
 ``chain_stats["accept_rate"]`` is the MH acceptance rate of the record sweeps, or the fraction of pair moves with ``k != 0``;
 ``shift_accept_rate``, ``shift_indep_accept_rate``, ``thin_accept_rate`` and
-``state_shift_accept_rate`` those of the non-centred moves. ``ops``: ``records`` (required),
+``state_shift_accept_rate`` those of the non-centred moves; ``near_shift`` (count latent:
+weight in [0, 1] of the near-state proposal of the state shifts, default 0.8; 0: the uniform
+choice among the other states), ``collapsed_shift`` (count latent, default False: each cell's
+state and counts moved with theta integrated out, :mod:`privpost.inference._hmm_split`,
+``collapsed_shift_accept_rate``). Naive, damcmc, nonprivate: ``split_merge`` (default 0:
+split-merge moves of the states per iteration given the counts, theta integrated out,
+:mod:`privpost.inference._hmm_split`; ``split_accept_rate``, ``split_repartition_rate``). ``ops``: ``records`` (required),
 ``epsilon`` (default: the
 release's ε), ``M`` (default 10), ``keep`` (``"last"``: the one released sample, default;
 ``"all"``: every post-warm-up draw, covered by the worst-case bound only).
@@ -145,7 +160,12 @@ __all__ = ["run_method", "gibbs_chain", "GibbsChain", "ops_bound_hmm", "truncate
 _METHODS = ("naive", "damcmc", "ops", "nonprivate")
 _MAX_LATENT = 2 * 10**8        # latent (report, feature) values damcmc will hold in memory
 _SHIFT_REPS = 10               # residual-shift moves of each state's emissions per iteration
+COLLAPSED_SHIFT = False        # default of damcmc's collapsed state shifts (count latent)
+#: default near-state weight of damcmc's state-shift moves (EXPERIMENTS.md §7.1.3: at K = 10,
+#: eps = 1 on the dense grid the four chains' big-state occupancies agree with it, not without)
+NEAR_SHIFT = 0.8
 _MAX_CELL = 2**52              # largest cell size whose counts float64 holds exactly (+- moves)
+_SIZE_MOVES = 2                # size moves (transfers or births/deaths) per cell and iteration
 
 #: the posterior notes of every HMM method: what it conditions on (that the cell sizes are not
 #: covered by the release's guarantee is the release's own statement, which ``infer`` adds to
@@ -157,6 +177,12 @@ CELL_SIZES_NOTE = ("conditions on the published cell sizes N[r,t], released with
 def _core():
     from privpost.inference import _hmm_core
     return _hmm_core
+
+
+def _size_moves(fixed: bool):
+    """``size_moves`` (free total) or ``transfer_moves`` (``size_total="fixed"``)."""
+    from privpost.inference import _hmm_sizes
+    return _hmm_sizes.transfer_moves if fixed else _hmm_sizes.size_moves
 
 
 # ------------------------------------------------------------------------------------------
@@ -259,7 +285,7 @@ def ops_bound_hmm(n_levels, M: float) -> tuple[float, list[float]]:
 
 def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=1.0,
                 trunc=None, latent=None, keep_counts=False, progress=None,
-                z_sampler="collapsed"):
+                z_sampler="collapsed", split_merge=0):
     """One chain of the partially collapsed Gibbs sampler, ``iterations`` long.
 
     Parameters
@@ -280,6 +306,10 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
         (A | z drawn, then every region's path by forward filtering, backward sampling: blocked
         Gibbs on (A, z, theta), same (z, theta) marginal target) or "marginal" (single-site
         with A and theta integrated out, then theta | z: partially collapsed Gibbs).
+    split_merge : int >= 0, split-merge moves of the states per iteration
+        (:mod:`privpost.inference._hmm_split`: exact MH moves of ``z`` given the counts, A and
+        theta integrated out, made after the z moves and before theta is drawn); not with
+        ``inv_temp != 1`` or ``trunc`` (OPS).
 
     Returns
     -------
@@ -287,7 +317,8 @@ def gibbs_chain(model, counts, use, shape, *, iterations, warmup, rng, inv_temp=
     ``counts (S, R*T, W)``, and ``accept_rate`` (damcmc).
     """
     ch = GibbsChain(model, counts, use, shape, rng=rng, inv_temp=inv_temp, trunc=trunc,
-                    latent=latent, keep_counts=keep_counts, z_sampler=z_sampler)
+                    latent=latent, keep_counts=keep_counts, z_sampler=z_sampler,
+                    split_merge=split_merge)
     ch.run(warmup, keep=False, progress=progress)
     ch.run(iterations - warmup, keep=True, progress=progress)
     return ch.result()
@@ -301,11 +332,16 @@ class GibbsChain:
     :func:`gibbs_chain` call of the final length with the same ``rng``."""
 
     def __init__(self, model, counts, use, shape, *, rng, inv_temp=1.0, trunc=None, latent=None,
-                 keep_counts=False, z_sampler="collapsed"):
+                 keep_counts=False, z_sampler="collapsed", split_merge=0):
         core = _core()
         self.model, self.counts, self.use, self.shape = model, counts, use, shape
         self.rng, self.inv_temp, self.trunc, self.latent = rng, inv_temp, trunc, latent
         self.keep_counts, self.z_sampler = keep_counts, z_sampler
+        if split_merge and (trunc is not None or inv_temp != 1.0):
+            raise PrivpostError("split_merge: the split-merge moves integrate theta out, which "
+                                "OPS's tempered, truncated emissions do not allow")
+        self.split_merge = int(split_merge)
+        self.split_stats = np.zeros(3)   # split-merge moves proposed, accepted, re-partitions
         R, T = shape
         K, W = model.n_states, model.width
         self.z = rng.integers(0, K, size=(R, T)).astype(np.int64)
@@ -319,7 +355,9 @@ class GibbsChain:
         self.shift = ShiftProposal(model.n_states, model.levels_arr)
         # proposed, accepted: residual-shift moves of theta, then of z, then the independence
         # proposals among the theta moves, then the thinning moves
-        self.shift_stats = np.zeros(8)
+        self.shift_stats = np.zeros(10)   # [8:10]: the collapsed state shifts
+        self.size_stats = np.zeros(2)   # size moves proposed, accepted (noisy sizes)
+        self.noisy_sizes = latent is not None and latent.get("size_obs") is not None
         self.done = 0                   # iterations run
         self.n_stored = 0               # draws kept
         self.blocks: list[dict] = []
@@ -339,6 +377,28 @@ class GibbsChain:
         truncated_dirichlet_blocks(self.rng, conc, m.offsets, m.levels_arr, self.trunc,
                                    self.theta)
 
+    def _split_merge(self):
+        """The moves of ``z`` (and the counts) with theta integrated out, made after the z
+        moves and before theta is drawn (they do not read theta): the collapsed state shifts
+        (count latent, ``latent["collapsed_shift"]``) and ``split_merge`` split-merge moves given
+        the counts; transition counts kept up to date."""
+        m = self.model
+        lat = self.latent
+        if lat is not None and lat.get("kind") == "counts" and lat.get("collapsed_shift"):
+            from privpost.inference._hmm_split import collapsed_shift_moves
+
+            collapsed_shift_moves(self.z, self.ntr, self.nout, self.counts, lat["obs"],
+                                  m.offsets, m.levels_arr, lat["sizes"], lat["inv_scale"],
+                                  lat["l2"], self.use, m.beta, m.alpha, lat["near"],
+                                  self.shift_stats[8:10], self.rng)
+        if not self.split_merge:
+            return
+        from privpost.inference._hmm_split import split_merge_moves
+
+        split_merge_moves(self.z, m.n_states, self.counts, m.offsets, m.levels_arr, m.beta,
+                          m.alpha, self.use, self.split_merge, self.split_stats, self.rng)
+        self.ntr, self.nout = _core().transition_counts(self.z, m.n_states)
+
     def run(self, n: int, keep: bool, progress=None) -> None:
         """``n`` more iterations; their draws are appended when ``keep``. ``progress(i)`` is
         called after each with the chain's iteration count minus one."""
@@ -353,6 +413,8 @@ class GibbsChain:
                    "A": np.empty((n, K, K)), "z": np.empty((n, R, T), dtype=np.int64)}
             if self.keep_counts:
                 blk["counts"] = np.empty((n,) + self.counts.shape)
+            if self.noisy_sizes:
+                blk["N"] = np.empty((n, R, T))
         latent, counts, theta, z = self.latent, self.counts, self.theta, self.z
         for s in range(n):
             with np.errstate(divide="ignore"):
@@ -363,6 +425,14 @@ class GibbsChain:
                     latent["inv_scale"], latent["l2"], self.use, latent["sweeps"], rng)
                 self.n_acc += moved
                 self.n_prop += moves
+                if latent.get("size_obs") is not None:     # noisy sizes: N[r, t] latent too
+                    acc, prop = _size_moves(latent["size_fixed"])(
+                        z, theta, m.offsets, m.levels_arr, counts, latent["sizes"],
+                        latent["obs"], latent["size_obs"], latent["inv_scale"], latent["l2"],
+                        latent["size_inv_scale"], latent["size_l2"], latent["size_prior"],
+                        latent["size_par"], latent["size_kmax"], _SIZE_MOVES, self.use, rng)
+                    self.size_stats[0] += prop
+                    self.size_stats[1] += acc
                 if latent["shift"]:
                     sp = self.shift
                     if keep:
@@ -380,7 +450,8 @@ class GibbsChain:
                     core.state_shift_moves(z, self.ntr, self.nout, theta, counts,
                                            latent["obs"], m.offsets, m.levels_arr,
                                            latent["sizes"], latent["inv_scale"], latent["l2"],
-                                           self.use, m.alpha, self.shift_stats, rng)
+                                           self.use, m.alpha, self.shift_stats, rng,
+                                           latent.get("near", 0.0))
                     with np.errstate(divide="ignore"):
                         logtheta = np.log(theta)
             elif latent is not None:
@@ -393,6 +464,7 @@ class GibbsChain:
                 S = core.state_sums(z, counts, self.use, K)
                 core.z_sweep_marginal(z, self.ntr, self.nout, counts, S, m.offsets,
                                       m.levels_arr, m.beta, m.alpha, self.use, rng)
+                self._split_merge()
                 self._draw_theta()
                 self._keep(blk, s, keep)
                 if progress is not None:
@@ -405,6 +477,7 @@ class GibbsChain:
                 self.ntr, self.nout = core.transition_counts(z, K)
             else:
                 core.z_sweep(z, self.ntr, self.nout, self.L, m.alpha, rng)
+            self._split_merge()
             self._draw_theta()
             self._keep(blk, s, keep)
             if progress is not None:
@@ -426,6 +499,8 @@ class GibbsChain:
         blk["z"][s] = self.z
         if self.keep_counts:
             blk["counts"][s] = self.counts
+        if self.noisy_sizes:
+            blk["N"][s] = self.latent["sizes"].reshape(self.shape)
 
     def result(self) -> dict:
         """The kept draws (:func:`gibbs_chain`'s return value); ``n_stored`` their number."""
@@ -434,6 +509,8 @@ class GibbsChain:
         empty = {"theta": (K, m.width), "pi": (K,), "A": (K, K), "z": (R, T)}
         if self.keep_counts:
             empty["counts"] = self.counts.shape
+        if self.noisy_sizes:
+            empty["N"] = (R, T)
         out = {}
         for key, shp in empty.items():
             if len(self.blocks) == 1:
@@ -451,6 +528,14 @@ class GibbsChain:
                 out["shift_indep_accept_rate"] = (self.shift_stats[5]
                                                   / max(self.shift_stats[4], 1.0))
                 out["thin_accept_rate"] = self.shift_stats[7] / max(self.shift_stats[6], 1.0)
+                if self.latent.get("collapsed_shift"):
+                    out["collapsed_shift_accept_rate"] = (self.shift_stats[9]
+                                                          / max(self.shift_stats[8], 1.0))
+            if self.noisy_sizes:
+                out["size_accept_rate"] = self.size_stats[1] / max(self.size_stats[0], 1.0)
+        if self.split_merge:
+            out["split_accept_rate"] = self.split_stats[1] / max(self.split_stats[0], 1.0)
+            out["split_repartition_rate"] = self.split_stats[2] / max(self.split_stats[0], 1.0)
         out["n_stored"] = self.n_stored
         return out
 
@@ -551,7 +636,10 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                records=None, epsilon=None,
                M: float = 10.0, keep: str = "last", diagnose: bool = True,
                z_sampler: str = "collapsed", max_draws: int | None = None,
-               max_seconds: float | None = None, relabel="draws", **options):
+               max_seconds: float | None = None, relabel="draws", split_merge: int | None = None,
+               near_shift: float | None = None, collapsed_shift: bool | None = None,
+               size_prior: str = "flat", size_rate: float | None = None,
+               size_total: str = "fixed", **options):
     """Run ``method`` (naive / damcmc / ops / nonprivate) for a :class:`HiddenMarkovNB` on a
     :class:`~privpost.queries.cell_counts.CellCounts` release (module docstring).
 
@@ -563,7 +651,24 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     60; ``None`` with ``max_draws`` given: no time budget). A fixed ``draws=`` runs exactly
     that many (default warm-up 100, the paper's; default chains 4; ``ops``: 100 draws, 1 chain).
     ``relabel``: ``"draws"`` (default; per-draw relabelling of the symmetric states before
-    diagnostics and in the result), ``"chains"`` (one permutation per chain) or ``False``."""
+    diagnostics and in the result), ``"chains"`` (one permutation per chain) or ``False``.
+
+    ``release`` may also be a cell-counts release whose cell sizes are released privately (a
+    :class:`~privpost.releases.ReleaseSet` ``[counts with sizes withheld, CellSizes]``,
+    :mod:`privpost.releases.cells`): only ``damcmc`` with the count latent reads it (the other
+    methods condition on exact sizes or ignore the noise and refuse it). The sizes ``N[r, t]``
+    are then latent too, with prior ``size_prior``: ``"flat"`` (default) or ``"poisson"`` with
+    mean ``size_rate``. ``size_total="fixed"`` (default) conditions on the published total as
+    well (``sum N = n``, which every release document carries): the sizes start summing to
+    ``n`` and each iteration makes :data:`_SIZE_MOVES` exact transfers per cell
+    (:func:`~privpost.inference._hmm_sizes.transfer_moves`); the flat prior is then flat over
+    the size tables summing to ``n``, a Poisson prior multinomial (``size_rate`` cancels), and
+    ``heldout`` is refused. ``size_total="free"``: :data:`_SIZE_MOVES` birth/death moves per
+    cell (:func:`~privpost.inference._hmm_sizes.size_moves`), the flat prior on ``0..n`` per
+    cell, the sum not tied to ``n``. Steps ``1..ceil(t_N)`` for the size noise's scale
+    ``t_N``. Target: ``p(z, theta, N, n | noisy counts, noisy sizes[, sum N = n])``; the
+    sampled sizes are returned as the sample statistic ``N (chains, draws, R, T)`` and
+    ``chain_stats["size_accept_rate"]``."""
     from privpost.accounting import private_gibbs_cost
 
     if method not in _METHODS:
@@ -611,6 +716,19 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     if z_sampler not in ("collapsed", "ffbs", "marginal"):
         raise PrivpostError(f"z_sampler must be 'collapsed' (Eq. 68, the paper's), 'ffbs' or "
                             f"'marginal', got {z_sampler!r}")
+    split_merge = _split_merge_moves(split_merge, method, model)
+    if near_shift is not None and near_shift is not False and count_shift is False:
+        raise PrivpostError("near_shift shapes the proposal of the state-shift moves, which "
+                            "count_shift=False turns off")
+    near_shift = _near_shift(near_shift, method, latent)
+    if collapsed_shift is None:
+        collapsed_shift = COLLAPSED_SHIFT and method == "damcmc" and latent != "records"
+    elif not isinstance(collapsed_shift, bool):
+        raise PrivpostError(f"collapsed_shift must be True or False, got {collapsed_shift!r}")
+    elif collapsed_shift and (method != "damcmc" or latent == "records"):
+        raise PrivpostError("collapsed_shift applies to damcmc's count latent (it moves each "
+                            "cell's state with its counts); other methods and "
+                            "latent='records' impute no counts")
     if z_sampler == "marginal" and method == "ops":
         raise PrivpostError("z_sampler='marginal' integrates theta out of the z moves; OPS's "
                             "tempered, truncated emissions have no closed-form marginal: use "
@@ -618,8 +736,27 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     if release is None:
         raise IncompatibleError(f"{method} for the HMM needs the cell_counts release (its public "
                                 "cell sizes define the grid)")
+    from privpost.releases.cells import cells_parts
+
+    full_release = release
+    release, sizes_rel = cells_parts(release)
     model.check_query(release.query)
     q = release.query
+    size_par = _size_prior(size_prior, size_rate, sizes_rel, method, use_counts, release)
+    if size_total not in ("free", "fixed"):
+        raise PrivpostError(f"size_total must be 'free' or 'fixed', got {size_total!r}")
+    if size_total != "fixed" and sizes_rel is None:
+        raise PrivpostError("size_total applies to a release whose cell sizes are released "
+                            "with noise (damcmc); this release publishes them exactly")
+    if size_total == "fixed" and sizes_rel is not None and heldout is not None:
+        raise PrivpostError("size_total='fixed' ties every cell's size to the published total "
+                            "n, held-out cells included: it does not combine with heldout")
+    if sizes_rel is None and not q.sizes_public:
+        raise IncompatibleError("this cell-counts release withholds the cell sizes and carries "
+                                "no private release of them: the HMM samplers need the sizes "
+                                "(exact, or released with noise: the release set of "
+                                "privpost.releases.cells.release_cells / privpost release-cells "
+                                "--epsilon-sizes)")
     R, T = q.n_regions, q.n_times
     use = _heldout_mask(heldout, (R, T))
     t_start = time.perf_counter()
@@ -642,6 +779,49 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     elif method == "nonprivate":
         notes.append("nonprivate: exact counts of the confidential reports (no privacy)")
         exact = True
+    elif method == "damcmc" and use_counts and sizes_rel is not None:
+        inv_scale, l2 = _noise(release)
+        count_sweeps = _sweeps("count_sweeps", count_sweeps)
+        if not isinstance(count_shift, bool):
+            raise PrivpostError(f"count_shift must be True or False, got {count_shift!r}")
+        size_inv, size_l2 = _noise(sizes_rel)
+        obs_size = np.ascontiguousarray(sizes_rel.observed, dtype=np.float64)
+        t_N = float(sizes_rel.mechanism.scale)
+        kmax = max(1, int(math.ceil(t_N)))
+        start_sizes = np.clip(np.rint(obs_size), 0, release.n)     # any start in the support
+        if size_par[0] == 0:
+            start_sizes = np.minimum(start_sizes, size_par[1])
+        if size_total == "fixed":
+            start_sizes = _sum_to(start_sizes, release.n)
+        latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
+                          l2=l2, sweeps=count_sweeps, shift=count_shift,
+                          sizes=np.ascontiguousarray(start_sizes), size_obs=obs_size,
+                          size_inv_scale=size_inv, size_l2=size_l2, size_prior=size_par[0],
+                          size_par=size_par[1], size_kmax=kmax,
+                          size_fixed=size_total == "fixed")
+        exact = True
+        if size_total == "fixed":
+            prior_text = ("flat over the sizes that sum to n" if size_par[0] == 0 else
+                          f"Poisson({size_par[1]:g}) per cell given the sum n (multinomial: "
+                          "size_rate cancels)")
+        else:
+            prior_text = (f"flat on 0..n = 0..{release.n} (a cell holds at most the n "
+                          "reports)" if size_par[0] == 0 else f"Poisson({size_par[1]:g})")
+        notes.append("damcmc (hmm), latent='counts' with private cell sizes: the cell sizes "
+                     f"N[r, t] ({R} x {T}) are latent, prior {prior_text}, imputed with the true "
+                     "counts n[r, t, d, :] ~ Multinomial(N[r, t], theta_d[z[r, t]]) by exact "
+                     + ("transfers between cells that keep sum N = n" if size_total == "fixed"
+                        else "birth/death moves")
+                     + f" ({_SIZE_MOVES} per cell and iteration, steps 1..{kmax})"
+                     f" and pair moves ({count_sweeps} sweep{'s' if count_sweeps > 1 else ''} "
+                     "per group and iteration)"
+                     + (", non-centred MH moves (residual shifts, thinning, state shifts; "
+                        "proposals learnt in the warm-up only)" if count_shift else "")
+                     + ", then the z and theta Gibbs moves on them")
+        notes.append(noisy_sizes_note(release, sizes_rel, size_total == "fixed"))
+        notes.append(f"privacy of the release: {full_release.total_privacy()} by sequential "
+                     f"composition of the counts' {release.privacy} and the cell sizes' "
+                     f"{sizes_rel.privacy} (a report enters both)")
     elif method == "damcmc" and use_counts:
         inv_scale, l2 = _noise(release)
         if int(q.cell_sizes.max()) > _MAX_CELL:
@@ -653,7 +833,8 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
             raise PrivpostError(f"count_shift must be True or False, got {count_shift!r}")
         latent_tpl = dict(kind="counts", obs=np.ascontiguousarray(obs), inv_scale=inv_scale,
                           l2=l2, sweeps=count_sweeps, shift=count_shift,
-                          sizes=np.ascontiguousarray(q.cell_sizes.ravel(), dtype=np.float64))
+                          sizes=np.ascontiguousarray(q.cell_sizes.ravel(), dtype=np.float64),
+                          near=near_shift, collapsed_shift=collapsed_shift)
         exact = True
         notes.append("damcmc (hmm), latent='counts' (DESIGN §10): the true counts n[r, t, d, :] "
                      "of every (cell, feature) are imputed given the states, n[r, t, d, :] ~ "
@@ -663,8 +844,13 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
                      "pairs per group and iteration), "
                      + ("non-centred MH moves (residual shifts of each state's emissions "
                         "with the counts of its cells, thinning moves of each level with them, "
-                        "each cell's state with its counts; proposals learnt in the warm-up "
-                        "only), " if count_shift else "")
+                        f"each cell's state with its counts (new state drawn near the current "
+                        f"one's emissions with weight {near_shift:g}); proposals learnt in the "
+                        "warm-up only), " if count_shift else "")
+                     + ("collapsed state shifts (theta integrated out), "
+                        if collapsed_shift else "")
+                     + (f"{split_merge} split-merge moves of the states per iteration, "
+                        if split_merge else "")
                      + "then the z and theta Gibbs moves on them; exact for p(z, theta | "
                      "release), cost independent of the cell sizes")
     elif method == "damcmc":
@@ -719,21 +905,25 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         ops_info = {"temperature": Temp, "C": C, "epsilon_converged": eps_update,
                     "epsilon_worst_case": cost.epsilon}
 
-    notes.append(CELL_SIZES_NOTE)
+    if sizes_rel is None:
+        notes.append(CELL_SIZES_NOTE)
     chain_objs = []
     for ch in range(chains):
         crng = np.random.default_rng(rng.integers(2**63))
         counts = counts0.copy() if latent_tpl is None else None
         latent = None
         if latent_tpl is not None and latent_tpl["kind"] == "counts":
-            counts = _count_init(obs, q.cell_sizes, model, crng)
-            latent = latent_tpl
+            # each chain its own sizes (updated in place when they are latent)
+            sizes_c = np.array(latent_tpl["sizes"], dtype=np.float64)
+            counts = _count_init(obs, sizes_c.astype(np.int64).reshape(R, T), model, crng)
+            latent = dict(latent_tpl, sizes=sizes_c)
         elif latent_tpl is not None:
             recs, start, counts = _latent_init(obs, q.cell_sizes, model, crng)
             latent = dict(latent_tpl, records=recs, start=start)
         chain_objs.append(GibbsChain(
             model, np.ascontiguousarray(counts), use, (R, T), rng=crng, inv_temp=inv_temp,
-            trunc=trunc, latent=latent, keep_counts=keep_counts, z_sampler=z_sampler))
+            trunc=trunc, latent=latent, keep_counts=keep_counts, z_sampler=z_sampler,
+            split_merge=split_merge))
     mode = relabel or False
     if method == "ops" and keep == "last" or (chains == 1 and mode == "chains"):
         mode = False
@@ -775,15 +965,20 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
     chain_stats = {}
     if keep_counts:
         stats["counts"] = np.stack([r["counts"] for r in results])
+    if sizes_rel is not None:
+        stats["N"] = np.stack([r["N"] for r in results])
     if method == "damcmc":    # latent='records': MH acceptance; 'counts': pair moves with k != 0
         chain_stats["accept_rate"] = np.array([r["accept_rate"] for r in results])
         for key in ("shift_accept_rate", "state_shift_accept_rate", "shift_indep_accept_rate",
-                    "thin_accept_rate"):
+                    "thin_accept_rate", "collapsed_shift_accept_rate", "size_accept_rate"):
             if key in results[0]:
                 chain_stats[key] = np.array([r[key] for r in results])
+    for key in ("split_accept_rate", "split_repartition_rate"):     # any method with split_merge
+        if key in results[0]:
+            chain_stats[key] = np.array([r[key] for r in results])
     if method == "ops":
         chain_stats.update({k: np.array([v] * chains) for k, v in ops_info.items()})
-    post = make_posterior(draws_out, stats, method, model, release, notes, exact=exact,
+    post = make_posterior(draws_out, stats, method, model, full_release, notes, exact=exact,
                           chain_stats=chain_stats)
     if ops_trace is not None:
         _diagnose_ops_last(post, ops_trace, model, release, warmup, draws)
@@ -791,6 +986,112 @@ def run_method(method, model, release, *, draws: int | None = None, warmup: int 
         _diagnose(post, method, mode, plan.table if plan is not None else None,
                   advice=OPS_ADVICE if method == "ops" else None)
     return post
+
+
+def _split_merge_moves(value, method, model) -> int:
+    """``split_merge``: split-merge moves of the states per iteration
+    (:mod:`privpost.inference._hmm_split`); ``None``: the default, 0 (EXPERIMENTS.md §7.1.3: on
+    the dense grid at eps = 1 they re-partition the cells in <= 0.1 % of the moves, as the
+    imputed counts have conformed to the current states); an integer in [0, 10000]; refused for
+    ops."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not 0 <= value <= 10000:
+        raise PrivpostError(f"split_merge must be an integer in [0, 10000] (moves per "
+                            f"iteration), got {value!r}")
+    if value and method == "ops":
+        raise PrivpostError("split_merge: the split-merge moves integrate theta out, which "
+                            "OPS's tempered, truncated emissions do not allow; use "
+                            "split_merge=0 with method 'ops'")
+    return int(value)
+
+
+def _near_shift(value, method, latent) -> float:
+    """``near_shift``: weight in [0, 1] of the near-state proposal of the state-shift moves
+    (:func:`~privpost.inference._hmm_core.state_shift_moves`; damcmc, count latent); ``None``:
+    the default, :data:`NEAR_SHIFT` for damcmc, else 0."""
+    if value is None:
+        return NEAR_SHIFT if method == "damcmc" else 0.0
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0.0 <= float(value) <= 1.0:
+        raise PrivpostError(f"near_shift must be a number in [0, 1] (the weight of the "
+                            f"near-state proposal of the state-shift moves), got {value!r}")
+    if value and (method != "damcmc" or latent == "records"):
+        raise PrivpostError("near_shift applies to the state-shift moves of damcmc's count "
+                            "latent; other methods and latent='records' make none")
+    return float(value)
+
+
+def noisy_sizes_note(counts_rel, sizes_rel, fixed: bool = False) -> str:
+    """What damcmc's posterior conditions on when the cell sizes are released with noise
+    (``fixed``: ``size_total="fixed"``, the published total too)."""
+    mech = sizes_rel.mechanism
+    head = ("conditions on the noisy counts and the noisy cell sizes N[r,t] (released with "
+            f"{mech.name} noise of scale {float(mech.scale):.6g}; the exact sizes are not "
+            "published)")
+    if fixed:
+        return (head + f" and on the published total n = {counts_rel.n} = sum of the sizes "
+                "(size_total='fixed'): exact for p(z, theta, N | noisy counts, noisy sizes, n)")
+    return (head + ": exact for p(z, theta, N | noisy counts, noisy sizes). Not conditioned "
+            f"on: the published total n = {counts_rel.n} = sum of the sizes (the latent sizes "
+            "are only bounded by it under the flat prior, not constrained to sum to it; "
+            "size_total='fixed' conditions on it)")
+
+
+def _sum_to(sizes, n: int):
+    """``sizes (C,)`` non-negative integers adjusted to sum to ``n`` (a start of the chain with
+    ``size_total="fixed"``; any start in the support is valid): the shortfall added to the
+    cells in turn, an excess removed from the largest cells first."""
+    out = np.array(sizes, dtype=np.float64)
+    diff = int(n - out.sum())
+    C = out.size
+    i = 0
+    while diff > 0:
+        step = max(1, diff // C)
+        out[i % C] += step
+        diff -= step
+        i += 1
+    while diff < 0:
+        j = int(np.argmax(out))
+        step = min(int(out[j]), -diff, max(1, -diff // C))
+        out[j] -= step
+        diff += step
+    return out
+
+
+def _size_prior(size_prior, size_rate, sizes_rel, method, use_counts, release):
+    """``(prior_kind, prior_par)`` of :func:`privpost.inference._hmm_sizes.size_moves` from
+    the options (flat on ``0..n``: ``(0, n)``; Poisson: ``(1, size_rate)``), or ``None`` when
+    the sizes are public (the options must then be left at their defaults)."""
+    if size_prior not in ("flat", "poisson"):
+        raise PrivpostError(f"size_prior must be 'flat' or 'poisson', got {size_prior!r}")
+    if size_rate is not None:
+        if isinstance(size_rate, bool) or not isinstance(size_rate, (int, float, np.integer,
+                                                                     np.floating)) \
+                or not (math.isfinite(float(size_rate)) and 0 < float(size_rate) <= 1e12):
+            raise PrivpostError(f"size_rate must be a number in (0, 1e12], got {size_rate!r}")
+        if size_prior != "poisson":
+            raise PrivpostError("size_rate is the mean of size_prior='poisson'; give "
+                                "size_prior='poisson' too (the default prior is flat)")
+    if sizes_rel is None:
+        if size_prior != "flat" or size_rate is not None:
+            raise PrivpostError("size_prior and size_rate apply to a release whose cell sizes "
+                                "are released with noise (damcmc); this release publishes "
+                                "them exactly")
+        return None
+    if method != "damcmc" or not use_counts:
+        raise IncompatibleError(
+            f"method {method!r}" + (" with latent='records'" if method == "damcmc" else "")
+            + " cannot read cell counts whose cell sizes are released with noise (it needs "
+            "the exact sizes: the record latent fixes the number of reports per cell); use "
+            "method='damcmc' with the count latent (the default), which imputes the sizes")
+    if size_prior == "poisson":
+        if size_rate is None:
+            raise PrivpostError("size_prior='poisson' needs size_rate (the Poisson mean of a "
+                                "cell size)")
+        return (1, float(size_rate))
+    return (0, float(release.n))
 
 
 def _sweeps(name, value) -> int:

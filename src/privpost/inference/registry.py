@@ -71,6 +71,8 @@ class ReleaseKind(enum.Enum):
     RELEASE_SET = ("release-set", "a release set")
     DPSS_SET = ("dpss-set", "a DPss release set")
     CELLS = ("cells", "a cell-counts release")
+    CELLS_NOISY_SIZES = ("cells-noisy-sizes", "a cell-counts release with its cell sizes "
+                         "released privately (a release set: privpost.releases.cells)")
     MARGINAL_TABLES = ("marginal-tables", "a marginal-tables release")
     RANDOMIZED_RESPONSE = ("randomized-response", "randomized-response reports")
     TRANSCRIPT = ("penalty-transcript", "a penalty-MCMC transcript")
@@ -259,7 +261,10 @@ def _sampler(draws_none=False, warmup_none=False, chains_none=False, source=None
 
 def _damcmc_options(source=None):
     s = source
-    return _sampler(draws_none=True, source=s) + (
+    draws, _, chains = _sampler(draws_none=True, source=s)
+    return (draws, _int("warmup", "discarded warm-up iterations per chain (None: the model's "
+                        "default for the release, else 1000; damcmc.default_warmup)", 0,
+                        none=True, source=s), chains) + (
         Option("seed", (Type.SEED,), "random seed or Generator", none=True, source=s),
         _int("thin", "keep every thin-th draw", 1, source=s),
         _int("sweeps_per_iteration", "record sweeps per parameter update", 1, source=s),
@@ -291,7 +296,12 @@ def _hmm_options(method: str) -> tuple[Option, ...]:
         MAX_SECONDS,
         Option("relabel", (Type.STR, Type.BOOL), "relabelling of the symmetric states",
                choices=("draws", "chains"), none=True),
-        _str("z_sampler", "state-sequence update", ("collapsed", "ffbs", "marginal")))
+        _str("z_sampler", "state-sequence update", ("collapsed", "ffbs", "marginal")),
+        _int("split_merge", "split-merge moves of the states per iteration", 0, none=True),
+        _num("near_shift", "damcmc: weight of the near-state proposal of the state-shift moves",
+             0, none=True),
+        Option("collapsed_shift", (Type.BOOL,), "damcmc: state shifts with theta integrated out",
+               none=True))
     opts += (_int("record_sweeps", "damcmc: sweeps over the latent reports", 1, none=True),
              _str("latent", "damcmc: count-level (default) or record-level latent",
                   ("auto", "counts", "records")),
@@ -301,12 +311,21 @@ def _hmm_options(method: str) -> tuple[Option, ...]:
              _num("epsilon", "ops: privacy parameter", 0, none=True, open_minimum=True),
              _num("M", "ops: truncation of the emission log-likelihood", 0, open_minimum=True),
              _str("keep", "ops: which state is released", ("last", "all")),
-             _bool("diagnose", "convergence diagnostics of the chains"))
+             _bool("diagnose", "convergence diagnostics of the chains"),
+             _str("size_prior", "damcmc, cell sizes released privately: prior of each latent "
+                  "cell size N[r,t] (flat, or Poisson(size_rate))", ("flat", "poisson")),
+             _num("size_rate", "damcmc, size_prior='poisson': the Poisson mean of a cell size",
+                  0, none=True, open_minimum=True),
+             _str("size_total", "damcmc, private cell sizes: 'fixed' (conditioned on the "
+                  "published n = sum N) or 'free' (the latent sizes' sum not tied to n)",
+                  ("free", "fixed")))
     return opts
 
 
 def _hmm_route(method: str, records: Records = Records.NO) -> Route:
-    return Route(frozenset({ModelKind.HMM}), frozenset({ReleaseKind.CELLS}),
+    kinds = {ReleaseKind.CELLS} | ({ReleaseKind.CELLS_NOISY_SIZES} if method == "damcmc"
+                                   else set())
+    return Route(frozenset({ModelKind.HMM}), frozenset(kinds),
                  "privpost.inference.hmm:run_method", _hmm_options(method),
                  Length.FIXED if method == "ops" else Length.UNTIL_CONVERGED, records,
                  takes_method=True, limits=False)
@@ -334,7 +353,8 @@ REGISTRY: tuple[Method, ...] = (
            "of one table, marginal tables, HMM cells) the true count table instead, at a cost "
            "independent of n (`docs/census_scale.md`; `latent=\"records\"` keeps the records)",
            True,
-           "the whole release (any record-additive mechanism); release sets: every release",
+           "the whole release (any record-additive mechanism); release sets: every release; "
+           "HMM cells with noisy sizes: the noisy counts, the noisy sizes and n (size_total)",
            "Ju, Awan, Gong & Rao (seed 000); Foulds et al. (seed 004) for the HMM",
            (_hmm_route("damcmc"),
             Route(_NOT_HMM, frozenset({ReleaseKind.RELEASE, ReleaseKind.RELEASE_SET,
@@ -539,6 +559,8 @@ def release_kind(release) -> ReleaseKind:
         return ReleaseKind.TRANSCRIPT
     if _is_instance(release, "privpost.releases.release:ReleaseSet"):
         rels = release.releases
+        if any(_noisy_sizes_part(r) for r in rels):
+            return ReleaseKind.CELLS_NOISY_SIZES
         if rels and all(isinstance(getattr(r, "metadata", None), dict)
                         and "dpss" in r.metadata for r in rels):
             return ReleaseKind.DPSS_SET
@@ -550,6 +572,25 @@ def release_kind(release) -> ReleaseKind:
     if getattr(getattr(release, "mechanism", None), "name", None) == "randomized_response":
         return ReleaseKind.RANDOMIZED_RESPONSE
     return ReleaseKind.RELEASE
+
+
+#: why each HMM method other than damcmc refuses cells with noisy sizes (route_for's message)
+_NOISY_SIZES_WHY = {
+    "naive": "it plugs the noisy counts in as exact counts of cells of known, exact sizes",
+    "nonprivate": "it is the posterior given the confidential records, a simulation-study "
+                  "baseline for releases whose cell sizes are public",
+    "ops": "its privacy derivation takes each report's cell as public (the exact cell "
+           "sizes), which this release protects",
+}
+
+
+def _noisy_sizes_part(rel) -> bool:
+    """A part of a cells release with private sizes (:mod:`privpost.releases.cells`): a
+    cell-sizes release, or cell counts whose sizes are withheld."""
+    query = getattr(rel, "query", None)
+    name = getattr(query, "name", None)
+    return name == "cell_sizes" or (name == "cell_counts"
+                                    and getattr(query, "sizes_public", True) is False)
 
 
 def readers(kind: ReleaseKind) -> tuple[str, ...]:
@@ -582,6 +623,12 @@ def route_for(spec: Method, model, release) -> Route:
         raise IncompatibleError(f"a penalty-MCMC transcript is read by method "
                                 f"{' / '.join(map(repr, readers(rk)))} only (its draws are "
                                 f"the chain's states), not {name!r}")
+    if rk is ReleaseKind.CELLS_NOISY_SIZES and mk is ModelKind.HMM:
+        why = _NOISY_SIZES_WHY.get(name, "it has no model of noisy cell sizes")
+        raise IncompatibleError(
+            f"method {name!r} cannot read cell counts whose cell sizes are released with "
+            f"noise: {why}; use method 'damcmc' (count latent, the default), which imputes the "
+            "cell sizes and is exact given the noisy counts and the noisy sizes")
     if rk in (ReleaseKind.RELEASE_SET, ReleaseKind.DPSS_SET) and not any(
             k in r.releases for r in spec.routes
             for k in (ReleaseKind.RELEASE_SET, ReleaseKind.DPSS_SET)):

@@ -23,6 +23,10 @@ prior), in the signatures of :class:`privpost.inference._damcmc_fast.CompiledInt
   w_j alpha_j]`` = the Gamma(v_j, w_j) log prior plus the Jacobian ``sum_j log alpha_j`` of the
   log walk, up to the constant ``sum_j (v_j log w_j - lgamma(v_j))``.
 
+:func:`fused_step_for` gives the driver, for a ``CensoredLogMean`` release, one pass per step
+that returns the records, their contributions and ``log p(u | alpha)`` together (issue 22; the
+same map and law, computed with one ``exp`` per entry instead of two ``exp`` and a ``log``).
+
 ``digamma`` and ``trigamma`` are compiled here (series); the NumPy move uses SciPy's, equal to
 about 1e-15, so with the same seed both give the same chain (tests/test_dirichlet_compiled_move.py).
 Every function is ``cache=True`` (a second process loads them from Numba's on-disk cache).
@@ -35,7 +39,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["dirichlet_move", "digamma", "trigamma"]
+__all__ = ["dirichlet_move", "fused_step_for", "digamma", "trigamma"]
 
 _TINY = np.finfo(np.float64).tiny
 
@@ -133,20 +137,42 @@ def _log_density(theta, u):
     """``log p(u | alpha = theta)`` up to a constant free of alpha: ``sum_ij [log sigma_j +
     alpha_j y_ij - exp(y_ij) - lgamma(alpha_j)]`` with ``y = mu_j + sigma_j u_ij`` (the
     Gamma(alpha_j, 1) density of ``exp(y)`` on the log scale times the Jacobian ``sigma_j``);
-    ``-inf`` outside the support."""
-    n, D = u.shape
-    out = 0.0
+    ``-inf`` outside the support. Computed as the fused step (:func:`fused_step_for`) computes
+    it, operation for operation (``exp(y_ij) = exp(y_ij - M_i) exp(M_i)``, ``M_i = max_j
+    y_ij``), so that a move's current and proposed values are the same function to the bit."""
+    m, D = u.shape
+    mu = np.empty(D)
+    sd = np.empty(D)
     for j in range(D):
         a = theta[j]
         if not (0.0 < a < np.inf):
             return -np.inf
-        mu, sd = _loc_scale(a)
-        acc = 0.0
-        for i in range(n):
-            y = mu + sd * u[i, j]
-            acc += a * y - math.exp(y)
-        out += acc + n * (math.log(sd) - math.lgamma(a))
-    return out if out == out else -np.inf
+        mu[j], sd[j] = _loc_scale(a)
+    sy = np.zeros(D)
+    sg = np.zeros(D)
+    lgs = np.empty(D)
+    for i in range(m):
+        mx = -np.inf
+        for j in range(D):
+            lg = mu[j] + sd[j] * u[i, j]
+            lgs[j] = lg
+            sy[j] += lg
+            if lg > mx:
+                mx = lg
+        emx = math.exp(mx)
+        for j in range(D):
+            sg[j] += math.exp(lgs[j] - mx) * emx
+    return _density_total(theta, sd, sy, sg, m)
+
+
+@njit(cache=True, nogil=True)
+def _density_total(theta, sd, sy, sg, m):
+    """``sum_j [alpha_j sum_i y_ij - sum_i exp(y_ij) + m (log sigma_j - lgamma(alpha_j))]``
+    from the column sums ``sy``, ``sg`` (``-inf`` for NaN)."""
+    val = 0.0
+    for j in range(theta.shape[0]):
+        val += theta[j] * sy[j] - sg[j] + m * (math.log(sd[j]) - math.lgamma(theta[j]))
+    return val if val == val else -np.inf
 
 
 @njit(cache=True, nogil=True)
@@ -165,8 +191,9 @@ def _from_free(theta, v, out):
 
 def dirichlet_move(D: int, shape: np.ndarray, rate: np.ndarray):
     """The :class:`CompiledInterweave` fields ``(dim, innov_width, innovations,
-    from_innovations, to_free, from_free, log_target, log_density)`` for ``Dirichlet(D)`` with independent
-    ``Gamma(shape_j, rate_j)`` priors (``shape``, ``rate`` ``(D,)`` float64)."""
+    from_innovations, to_free, from_free, log_target, log_density, fused_step)`` for
+    ``Dirichlet(D)`` with independent ``Gamma(shape_j, rate_j)`` priors (``shape``, ``rate``
+    ``(D,)`` float64); ``fused_step`` is :func:`fused_step_for`."""
     v = np.ascontiguousarray(shape, dtype=np.float64)
     w = np.ascontiguousarray(rate, dtype=np.float64)
 
@@ -181,7 +208,98 @@ def dirichlet_move(D: int, shape: np.ndarray, rate: np.ndarray):
         return out
 
     return (D, D, _innovations, _from_innovations, _to_free, _from_free, log_target,
-            _log_density)
+            _log_density, fused_step_for)
+
+
+# ---- the fused step: records, CensoredLogMean contributions and log p(u | alpha) in one pass ---
+_FUSED_CACHE: dict = {}
+
+
+def fused_step_for(query):
+    """The :class:`CompiledInterweave` ``fused_step`` of the Dirichlet move for ``query``: a
+    Numba ``step(theta, u, out, t_out, T_out) -> float`` when ``query`` is a
+    ``CensoredLogMean`` (threshold ``a``, ``n`` records), else ``None``.
+
+    One pass over ``u`` ``(m, D)`` at ``alpha = theta`` ``(D,)`` does what the driver's step
+    otherwise does in three (``_log_density``, ``_from_innovations``, the query's
+    ``contrib``), with ``y_ij = mu_j + sigma_j u_ij``, ``M_i = max_j y_ij``,
+    ``e_ij = exp(y_ij - M_i)``, ``s_i = sum_j e_ij``:
+
+    * ``out[i, j] = max(e_ij / s_i, tiny)`` -- the same floating-point operations as
+      ``_from_innovations``, so the records are bit-identical;
+    * ``t_out[i, j] = log(a) / n`` if ``out[i, j] <= a``, ``0`` if ``out[i, j] >= 1``, else
+      ``(y_ij - M_i - log s_i) / n`` -- the same branches as ``censored_log_mean_contrib`` on
+      the same records, with ``log x_ij`` taken from the log-sum-exp (equal to ``log(out[i, j])``
+      to a few ulps) instead of a ``log`` per entry; ``T_out[j] = sum_i t_out[i, j]``;
+    * returns ``log p(u | alpha)`` as ``_log_density``: ``sum_j [alpha_j sum_i y_ij -
+      sum_i exp(y_ij) + m (log sigma_j - lgamma(alpha_j))]`` with ``exp(y_ij) = e_ij exp(M_i)``
+      (one ``exp`` per record instead of per entry; overflow gives ``-inf`` as there).
+
+    Exactness: the move's map ``x = g(alpha, u)`` is unchanged (same records, same Jacobian,
+    same ``p(u | alpha)`` up to rounding), and the contributions ``t_out`` are the ones the
+    acceptance ratio and the running sum ``T`` use from then on; they differ from
+    ``contrib(out)`` by rounding only (relative ~1e-16, the size of the summation-order
+    differences the driver's periodic recomputation of ``T`` already absorbs). Cost per entry:
+    one ``exp`` instead of two ``exp`` and one ``log`` (benchmarks/README.md, "ATUS, the fused
+    Dirichlet step"). Checked against the three-pass step by ``resolve_fast_path``'s validation
+    and tests/test_dirichlet_compiled_move.py."""
+    if getattr(query, "name", None) != "censored_log_mean":
+        return None
+    try:
+        key = (int(query.parts), float(query.threshold), int(query.n))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if key not in _FUSED_CACHE:
+        lo, inv_n = key[1], 1.0 / float(key[2])
+        log_lo = math.log(lo)
+
+        @njit(cache=True, nogil=True)
+        def step(theta, u, out, t_out, T_out):
+            m, D = u.shape
+            mu = np.empty(D)
+            sd = np.empty(D)
+            for j in range(D):
+                a = theta[j]
+                if not (0.0 < a < np.inf):
+                    return -np.inf
+                mu[j], sd[j] = _loc_scale(a)
+                T_out[j] = 0.0
+            sy = np.zeros(D)
+            sg = np.zeros(D)
+            lgs = np.empty(D)
+            for i in range(m):
+                mx = -np.inf
+                for j in range(D):
+                    lg = mu[j] + sd[j] * u[i, j]
+                    lgs[j] = lg
+                    sy[j] += lg
+                    if lg > mx:
+                        mx = lg
+                s = 0.0
+                for j in range(D):
+                    e = math.exp(lgs[j] - mx)
+                    lgs[j] -= mx
+                    out[i, j] = e
+                    s += e
+                emx = math.exp(mx)
+                log_s = math.log(s)
+                for j in range(D):
+                    e = out[i, j]
+                    sg[j] += e * emx
+                    x = max(e / s, _TINY)
+                    out[i, j] = x
+                    if x <= lo:
+                        t = log_lo * inv_n
+                    elif x >= 1.0:
+                        t = 0.0
+                    else:
+                        t = (lgs[j] - log_s) * inv_n
+                    t_out[i, j] = t
+                    T_out[j] += t
+            return _density_total(theta, sd, sy, sg, m)
+
+        _FUSED_CACHE[key] = step
+    return _FUSED_CACHE[key]
 
 
 # ---- the compiled contribution of CensoredLogMean (CensoredLogMean.compiled_t) -------------

@@ -339,8 +339,11 @@ class Dirichlet(Model):
         return val if val == val else -math.inf
 
     #: ``interweave_auto_steps``: moves per iteration when the noise dominates (as damcmc's
-    #: AUTO_COMPILED_STEPS), and the ratio noise / sampling variance from which it does
+    #: AUTO_COMPILED_STEPS) -- at least MOVES_WHEN_NOISY, and MOVES_PER_FREE_PART per free
+    #: coordinate of the simplex (D - 1) -- and the ratio noise / sampling variance from which
+    #: it does
     MOVES_WHEN_NOISY = 4
+    MOVES_PER_FREE_PART = 2
     NOISY_RATIO = 3.0
 
     def interweave_auto_steps(self, n, noise_var, params):
@@ -354,15 +357,43 @@ class Dirichlet(Model):
         3128, 3528; benchmarks/README.md, "ATUS beside SOMA"): at r = 0.09 (eps = 10) and 1.2
         (eps = 3) the centred driver (with ``slice_steps`` = 20) had 3.5x and 1.6x the ESS/s of
         4 moves; at r = 9 (eps = 1) 4 moves had 5x the centred ESS/s. So 0 moves below
-        ``NOISY_RATIO`` = 3, else 4.
+        ``NOISY_RATIO`` = 3, else ``max(4, 2 (D - 1))``: the random walk on ``log(alpha)``
+        needs more steps per innovation draw as ``D`` grows, and since issue 22's fused step a
+        step costs about a quarter of the record sweep + innovations. Measured per CPU second
+        (benchmarks/README.md, "ATUS and DPMCMCp1, the fused Dirichlet step"): ATUS eps = 1
+        (D = 3) 4, 8 and 16 moves tie; seed 002's alpha5 at n = 5000, eps = 1.5 (D = 5) 8
+        moves have 1.25x the ESS per CPU second of 4 (and of 16).
         """
         a = np.asarray(params["alpha"], dtype=np.float64).reshape(self.parts)
         A = np.maximum(zeta(2.0, a) - float(zeta(2.0, a.sum())), 1e-300) / float(n)
         r = float(np.max(np.broadcast_to(np.asarray(noise_var, dtype=np.float64),
                                          (self.parts,)) / A))
-        k = self.MOVES_WHEN_NOISY if r >= self.NOISY_RATIO else 0
+        k = (max(self.MOVES_WHEN_NOISY, self.MOVES_PER_FREE_PART * (self.parts - 1))
+             if r >= self.NOISY_RATIO else 0)
         return k, (f"noise / sampling variance of the released mean logs {r:.3g} "
                    f"{'>=' if k else '<'} {self.NOISY_RATIO:g}, Dirichlet.interweave_auto_steps")
+
+    #: ``default_warmup``: damcmc's warm-up (iterations per chain) for this model's releases
+    WARMUP = 300
+
+    def default_warmup(self, release) -> int:
+        """damcmc's (and so dpmcmc's) warm-up when the user gives none: :data:`WARMUP` = 300
+        iterations per chain, for every release this model takes (a CensoredLogMean release:
+        ATUS, seed 002's DPss D2).
+
+        Why 300 and not damcmc's 1000: the chains start from the data (``start="data"``: the
+        release's plug-in alpha, dispersed), so the warm-up has only to adapt the non-centred
+        move's proposal (4-8 moves per iteration: 1,200-2,400 adaptation steps in 300
+        iterations) and forget the start; the until-converged rule (split R-hat <= 1.01,
+        bulk/tail ESS >= 400) still judges every run. Measured (benchmarks/README.md, "ATUS and
+        DPMCMCp1, the fused Dirichlet step" and "A per-model default warm-up"): on the four
+        ATUS releases (eps 1 and 10, female and male) and DPMCMCp1 (alpha5, n = 5000,
+        eps = 1.5) every default run with 300 converged (seeds 1-3; 1-6 at ATUS eps = 1), its
+        posterior means agree with the warm-up-1000 runs' within Monte Carlo error, and the
+        CPU per run is 0.55-0.67x (ATUS female eps = 1 and eps = 10, DPMCMCp1: the warm-up was
+        most of the first round), except ATUS male eps = 1 at 1.09x (more runs need a second,
+        longer round of draws)."""
+        return self.WARMUP
 
     def interweave_to_free(self, params):
         """``log(alpha)``, shape ``(D,)``."""

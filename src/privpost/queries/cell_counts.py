@@ -10,7 +10,12 @@ flattened in ``(r, t, d, j)`` row-major order (region outermost, level innermost
 ``dim = R * T * sum_d K_d``. The cell sizes ``N[r, t] = sum_j n[r, t, d, j]`` (equal for every
 ``d``) are **public** parameters of the query, as in Foulds et al. (seed 004, App. E.1 and
 pitfall 5: ``N_{r,t}`` is implicitly public): inference needs them and the noisy counts alone do
-not determine them.
+not determine them -- unless they are **withheld** (``CellCounts(n_levels, n_regions=R,
+n_times=T)``, no ``cell_sizes``) and released privately beside the counts by a
+:class:`~privpost.queries.cell_sizes.CellSizes` release (:mod:`privpost.releases.cells`: the
+pair is a :class:`~privpost.releases.ReleaseSet`; ``privpost release-cells --epsilon-sizes``).
+The sensitivity below does not use the sizes (the cross-cell case is covered), so it is the
+same whether they are public or withheld.
 
 Sensitivity (derivation; ``tests/test_cell_counts.py`` checks every value by brute force)
 ------------------------------------------------------------------------------------------
@@ -56,9 +61,11 @@ import numpy as np
 
 from privpost.errors import DataError, ReleaseError
 from privpost.queries.base import (Query, _check_levels, _columns, _feature_levels, _field,
-                                   _integer_records, _one_hot_sensitivity)
+                                   _integer_records, _one_hot_sensitivity, _pos_int)
 
 __all__ = ["CellCounts", "load_long_csv", "LongData"]
+
+_NOT_GIVEN = object()       # n_regions / n_times left out (an explicit None is refused)
 
 
 class CellCounts(Query):
@@ -68,8 +75,12 @@ class CellCounts(Query):
     ----------
     n_levels : sequence of D ints >= 2
         ``K_d``, the number of levels of feature ``d``.
-    cell_sizes : array_like of ints >= 0, shape (R, T)
-        Public number of reports in each cell (``R, T >= 1``; total >= 1).
+    cell_sizes : array_like of ints >= 0, shape (R, T), optional
+        Public number of reports in each cell (``R, T >= 1``; total >= 1). ``None``: the sizes
+        are withheld (not published by this release; see :mod:`privpost.releases.cells` for
+        their private release); then ``n_regions`` and ``n_times`` give the grid.
+    n_regions, n_times : int >= 1, optional
+        ``R`` and ``T`` when ``cell_sizes`` is withheld (refused together with ``cell_sizes``).
     columns : sequence of 2 + D names, optional
         Default ``("region", "time", "x1", ..., "xD")``.
 
@@ -83,16 +94,40 @@ class CellCounts(Query):
     """
 
     name = "cell_counts"
-    _init_fields = ("n_levels", "cell_sizes", "columns")
-    _required_fields = ("n_levels", "cell_sizes")
+    _init_fields = ("n_levels", "cell_sizes", "n_regions", "n_times", "columns")
+    _required_fields = ("n_levels",)
 
-    def __init__(self, n_levels, cell_sizes, *, columns=None):
+    def __init__(self, n_levels, cell_sizes=None, *, n_regions=_NOT_GIVEN, n_times=_NOT_GIVEN,
+                 columns=None):
         levels = _feature_levels(n_levels)
         if len(levels) > 1000 or sum(levels) > 10**6:
             raise ReleaseError(_field("n_levels"), "too many features or levels (at most 1000 "
                                "features and 10^6 levels in total)")
         self.n_levels = levels
         self.n_features = len(levels)
+        if cell_sizes is None:
+            # sizes withheld (released privately beside the counts: a CellSizes release)
+            if n_regions in (None, _NOT_GIVEN) or n_times in (None, _NOT_GIVEN):
+                raise ReleaseError(_field("cell_sizes"), "missing: give the public cell sizes "
+                                   "(a regions x times table) or, when they are withheld, "
+                                   "n_regions and n_times")
+            R, T = _pos_int(n_regions, "n_regions"), _pos_int(n_times, "n_times")
+            if R * T > 5 * 10**7:          # before the product is printed (1e300 x 1e300)
+                raise ReleaseError(_field("n_times"), "n_regions x n_times is more than 5e7 "
+                                   "cells")
+            dim = R * T * sum(levels)
+            if dim > 5 * 10**7:
+                raise ReleaseError(_field("n_times"), f"{R} x {T} cells x {sum(levels)} levels "
+                                   f"= {dim} counts is more than 5e7")
+            self.cell_sizes = None
+            self.n_regions, self.n_times = R, T
+            self._finish(columns, levels, dim)
+            return
+        if n_regions is not _NOT_GIVEN or n_times is not _NOT_GIVEN:
+            # (an explicit null too: a document states no field it does not mean)
+            raise ReleaseError(_field("n_regions" if n_regions is not _NOT_GIVEN
+                                      else "n_times"), "give either the public cell_sizes table or, "
+                               "when the sizes are withheld, n_regions and n_times -- not both")
         try:
             sizes = np.asarray(cell_sizes, dtype=np.float64)
         except (TypeError, ValueError):
@@ -116,6 +151,9 @@ class CellCounts(Query):
         self.cell_sizes = sizes.astype(np.int64)
         self.cell_sizes.setflags(write=False)
         self.n_regions, self.n_times = (int(v) for v in sizes.shape)
+        self._finish(columns, levels, dim)
+
+    def _finish(self, columns, levels, dim) -> None:
         D = self.n_features
         self.columns = _columns(columns, ("region", "time") + tuple(f"x{d + 1}" for d in range(D)))
         self._levels_arr = np.asarray(levels, dtype=np.int64)
@@ -132,8 +170,15 @@ class CellCounts(Query):
                      for d, K in enumerate(self.n_levels) for j in range(K))
 
     @property
-    def n_total(self) -> int:
-        return int(self.cell_sizes.sum())
+    def sizes_public(self) -> bool:
+        """Whether the query carries the exact cell sizes (False: withheld, e.g. released
+        privately by a :class:`~privpost.queries.cell_sizes.CellSizes` release beside it)."""
+        return self.cell_sizes is not None
+
+    @property
+    def n_total(self) -> int | None:
+        """The sum of the public cell sizes (``None`` when they are withheld)."""
+        return None if self.cell_sizes is None else int(self.cell_sizes.sum())
 
     # ---- layout helpers ------------------------------------------------------------------
     def unflatten(self, values) -> list[np.ndarray]:
@@ -177,7 +222,7 @@ class CellCounts(Query):
         x = self.validate_records(records)
         cell = x[:, 0] * self.n_times + x[:, 1]
         sizes = np.bincount(cell, minlength=self.n_regions * self.n_times)
-        if not np.array_equal(sizes, self.cell_sizes.ravel()):
+        if self.cell_sizes is not None and not np.array_equal(sizes, self.cell_sizes.ravel()):
             bad = int(np.flatnonzero(sizes != self.cell_sizes.ravel())[0])
             r, t = divmod(bad, self.n_times)
             raise DataError(f"records: cell (region {r}, time {t}) holds {int(sizes[bad])} "
@@ -188,7 +233,10 @@ class CellCounts(Query):
 
     def not_covered(self, neighbours: str) -> tuple[str, ...]:
         """The cell sizes: published exactly, not covered by the release's guarantee (see the
-        module docstring: a neighbour that moves a report to another cell changes them)."""
+        module docstring: a neighbour that moves a report to another cell changes them); nothing
+        when the sizes are withheld."""
+        if self.cell_sizes is None:
+            return ()
         return (f"the cell sizes N[r, t] ({self.n_regions} x {self.n_times} table, total "
                 f"{self.n_total}) are published exactly, without noise: the privacy guarantee "
                 "covers the noisy counts, not the cell sizes (a report's cell is protected only "
@@ -198,10 +246,16 @@ class CellCounts(Query):
         return _one_hot_sensitivity(self.n_features, norm, neighbours)   # derivation above
 
     def _params(self):
+        if self.cell_sizes is None:       # "cell_sizes": null -- withheld, said explicitly
+            return {"n_levels": self.n_levels, "cell_sizes": None, "n_regions": self.n_regions,
+                    "n_times": self.n_times, "columns": self.columns}
         return {"n_levels": self.n_levels, "cell_sizes": self.cell_sizes.tolist(),
                 "columns": self.columns}
 
     def __repr__(self):
+        if self.cell_sizes is None:
+            return (f"CellCounts(n_levels={self.n_levels!r}, n_regions={self.n_regions}, "
+                    f"n_times={self.n_times}, cell sizes withheld)")
         return (f"CellCounts(n_levels={self.n_levels!r}, cell_sizes=<{self.n_regions}x"
                 f"{self.n_times}, total {self.n_total}>)")
 
@@ -240,8 +294,14 @@ class LongData:
         self.cell_sizes = cell_sizes
         self.from_data = list(from_data)
 
-    def query(self) -> CellCounts:
-        """The :class:`CellCounts` query of these reports (public cell sizes included)."""
+    def query(self, withhold_sizes: bool = False) -> CellCounts:
+        """The :class:`CellCounts` query of these reports: the public cell sizes included, or
+        (``withhold_sizes=True``) withheld, the grid only (their private release:
+        :func:`privpost.releases.cells.release_cells`)."""
+        if withhold_sizes:
+            R, T = self.cell_sizes.shape
+            return CellCounts([len(lv) for lv in self.levels], n_regions=int(R),
+                              n_times=int(T), columns=["region", "time", *self.features])
         return CellCounts([len(lv) for lv in self.levels], self.cell_sizes,
                           columns=["region", "time", *self.features])
 

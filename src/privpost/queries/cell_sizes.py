@@ -25,10 +25,11 @@ in ``tests/test_cell_sizes.py``):
 Composition with the counts. A report enters both the size vector and the D count vectors of its
 cell, so a release of the counts at ``eps`` and of the sizes at ``eps_N`` is
 ``(eps + eps_N)``-DP by **sequential** composition (a :class:`privpost.releases.ReleaseSet` of
-both releases computes this total). The count release must then not carry the exact sizes --
-wiring the noisy sizes into ``CellCounts``/``release-cells``/``infer`` is NOT done yet (see
-docs/hmm.md, "Noisy cell sizes"); the model side is
-:mod:`privpost.inference._hmm_sizes` (exact birth/death move of the latent sizes).
+both releases computes this total). The count release then withholds the exact sizes
+(``CellCounts(n_levels, n_regions=R, n_times=T)``): :func:`privpost.releases.cells.
+release_cells` / ``privpost release-cells --epsilon-sizes`` make the pair, docs/hmm.md §7; the
+model side is :mod:`privpost.inference._hmm_sizes` (exact birth/death move of the latent sizes,
+called by the HMM ``damcmc`` driver).
 """
 
 from __future__ import annotations

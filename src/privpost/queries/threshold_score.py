@@ -54,6 +54,11 @@ class ThresholdScore(Query):
 
     def __init__(self, parts, thresholds, *, columns=None):
         self.parts = _pos_int(parts, "parts", minimum=2)
+        from privpost.limits import check_count
+
+        # a record has one column per part: bounded before the column names are built
+        # (parts = 3e300 in a document was an unbounded loop, found by fuzzing)
+        check_count(_field("parts"), self.parts, "max_columns", "parts (columns; max_columns)")
         if isinstance(thresholds, (str, bytes)):
             raise ReleaseError(_field("thresholds"), "must be a list of numbers")
         try:

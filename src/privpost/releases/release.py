@@ -573,6 +573,9 @@ class ReleaseSet:
         rels = self.releases
         if len({r.neighbours for r in rels}) > 1:
             raise ReleaseError("releases", "mix neighbour relations; their costs cannot be added")
+        from privpost.releases._cells_check import check_cells_set
+
+        check_cells_set(rels)     # counts with private cell sizes: exactly the checked pair
         if self.subsets is None:
             if len({r.n for r in rels}) > 1:
                 raise ReleaseError("releases", "disagree on the public record count n")
