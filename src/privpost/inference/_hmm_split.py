@@ -65,7 +65,7 @@ from numba import njit
 
 from privpost.inference._count_moves import _lgamma_diff
 from privpost.inference._hmm_core import (_path_weight, _shift_transitions, _shifted_block,
-                                          _shuffle, transition_counts)
+                                          _shuffle, state_sums, transition_counts)
 
 __all__ = ["split_merge_moves", "collapsed_shift_moves", "log_collapsed"]
 
@@ -105,15 +105,7 @@ def log_collapsed(z, counts, off, levels, beta, alpha, use, K):
     (R*T, W)``, ``use (R*T,)``. Used by the tests (enumeration) and by nothing in the chain."""
     ntr, _ = transition_counts(z, K)
     v = _log_paths(ntr, alpha)
-    R, T = z.shape
-    W = counts.shape[1]
-    S = np.zeros((K, W))
-    for r in range(R):
-        for t in range(T):
-            c = r * T + t
-            if use[c]:
-                for w in range(W):
-                    S[z[r, t], w] += counts[c, w]
+    S = state_sums(z, counts, use, K)
     for k in range(K):
         for d in range(off.shape[0]):
             v += _log_dirmult_block(S[k], off[d], levels[d], beta)
