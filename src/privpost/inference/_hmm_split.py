@@ -335,11 +335,7 @@ def collapsed_shift_moves(z, ntr, nout, counts, obs, off, levels, sizes, w, l2, 
     D = off.shape[0]
     W = counts.shape[1]
     Ka = K * alpha
-    S = np.zeros((K, W))
-    for c in range(R * Tt):
-        if use[c]:
-            for wi in range(W):
-                S[z[c // Tt, c % Tt], wi] += counts[c, wi]
+    S = state_sums(z, counts, use, K)
     mk = np.empty(W)
     mj = np.empty(W)
     m_old = np.empty(W)

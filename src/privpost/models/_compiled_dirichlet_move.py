@@ -143,26 +143,45 @@ def _log_density(theta, u):
     m, D = u.shape
     mu = np.empty(D)
     sd = np.empty(D)
-    for j in range(D):
-        a = theta[j]
-        if not (0.0 < a < np.inf):
-            return -np.inf
-        mu[j], sd[j] = _loc_scale(a)
+    if not _loc_scales(theta, mu, sd):
+        return -np.inf
     sy = np.zeros(D)
     sg = np.zeros(D)
     lgs = np.empty(D)
     for i in range(m):
-        mx = -np.inf
-        for j in range(D):
-            lg = mu[j] + sd[j] * u[i, j]
-            lgs[j] = lg
-            sy[j] += lg
-            if lg > mx:
-                mx = lg
+        mx = _row_logits(mu, sd, u, i, lgs, sy)
         emx = math.exp(mx)
         for j in range(D):
             sg[j] += math.exp(lgs[j] - mx) * emx
     return _density_total(theta, sd, sy, sg, m)
+
+
+@njit(cache=True, nogil=True)
+def _loc_scales(theta, mu, sd):
+    """``mu[j], sd[j] = _loc_scale(theta[j])`` for every ``j``; ``False`` (and ``mu``, ``sd``
+    partly filled) when some ``theta[j]`` is outside ``(0, inf)``. Shared by
+    :func:`_log_density` and the fused step (:func:`fused_step_for`)."""
+    for j in range(theta.shape[0]):
+        a = theta[j]
+        if not (0.0 < a < np.inf):
+            return False
+        mu[j], sd[j] = _loc_scale(a)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _row_logits(mu, sd, u, i, lgs, sy):
+    """Record ``i``'s logits ``lgs[j] = y_ij = mu_j + sd_j u_ij``, added to ``sy[j]``; returns
+    ``M_i = max_j y_ij``. Shared by :func:`_log_density` and the fused step, so that a move's
+    current and proposed ``log p(u | alpha)`` are the same operations to the bit."""
+    mx = -np.inf
+    for j in range(lgs.shape[0]):
+        lg = mu[j] + sd[j] * u[i, j]
+        lgs[j] = lg
+        sy[j] += lg
+        if lg > mx:
+            mx = lg
+    return mx
 
 
 @njit(cache=True, nogil=True)
@@ -258,23 +277,14 @@ def fused_step_for(query):
             m, D = u.shape
             mu = np.empty(D)
             sd = np.empty(D)
-            for j in range(D):
-                a = theta[j]
-                if not (0.0 < a < np.inf):
-                    return -np.inf
-                mu[j], sd[j] = _loc_scale(a)
-                T_out[j] = 0.0
+            if not _loc_scales(theta, mu, sd):
+                return -np.inf
+            T_out[:] = 0.0
             sy = np.zeros(D)
             sg = np.zeros(D)
             lgs = np.empty(D)
             for i in range(m):
-                mx = -np.inf
-                for j in range(D):
-                    lg = mu[j] + sd[j] * u[i, j]
-                    lgs[j] = lg
-                    sy[j] += lg
-                    if lg > mx:
-                        mx = lg
+                mx = _row_logits(mu, sd, u, i, lgs, sy)
                 s = 0.0
                 for j in range(D):
                     e = math.exp(lgs[j] - mx)
