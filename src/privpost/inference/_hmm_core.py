@@ -204,6 +204,27 @@ def z_sweep_marginal(z, ntr, nout, counts, S, off, levels, beta, alpha, use, rng
 
 
 @njit(cache=True, nogil=True)
+def near_mixture(row, k, m, near, K, cum):
+    """The near-state proposal from state ``k`` (:func:`state_shift_moves`,
+    ``_hmm_split.collapsed_shift_moves``): in place, ``row[j]`` (``j != k``; ``m`` their
+    maximum) goes from the log weight ``-N dist(k, j) / 2`` to ``log q(j | k)``, ``q(j | k) =
+    (1 - near) / (K - 1) + near * exp(row[j]) / sum_{i != k} exp(row[i])``; ``cum (K,)`` gets
+    the cumulative ``q`` over ``j`` (``cum[k]`` repeats the value before it)."""
+    tot = 0.0
+    for j in range(K):
+        if j != k:
+            row[j] = math.exp(row[j] - m)
+            tot += row[j]
+    acc = 0.0
+    for j in range(K):
+        if j != k:
+            pj = (1.0 - near) / (K - 1) + near * row[j] / tot
+            acc += pj
+            row[j] = math.log(pj)
+        cum[j] = acc
+
+
+@njit(cache=True, nogil=True)
 def state_sums(z, counts, use, K):
     """``S[k, w] = sum over used cells with z = k of counts[c, w]``, shape ``(K, W)``."""
     R, T = z.shape
@@ -790,18 +811,7 @@ def state_shift_moves(z, ntr, nout, theta, counts, obs, off, levels, sizes, w, l
                 logq[k, j] = -0.5 * nbar * dist
                 if logq[k, j] > m:
                     m = logq[k, j]
-            tot = 0.0
-            for j in range(K):
-                if j != k:
-                    logq[k, j] = math.exp(logq[k, j] - m)
-                    tot += logq[k, j]
-            acc = 0.0
-            for j in range(K):
-                if j != k:
-                    pj = (1.0 - near) / (K - 1) + near * logq[k, j] / tot
-                    acc += pj
-                    logq[k, j] = math.log(pj)
-                cum[k, j] = acc
+            near_mixture(logq[k], k, m, near, K, cum[k])
     for r in range(R):
         for t in range(Tt):
             c = r * Tt + t

@@ -65,7 +65,8 @@ from numba import njit
 
 from privpost.inference._count_moves import _lgamma_diff
 from privpost.inference._hmm_core import (_path_weight, _shift_transitions, _shifted_block,
-                                          _shuffle, state_sums, transition_counts)
+                                          _shuffle, near_mixture, state_sums,
+                                          transition_counts)
 
 __all__ = ["split_merge_moves", "collapsed_shift_moves", "log_collapsed"]
 
@@ -269,10 +270,10 @@ def _fill_means(S, k, off, levels, beta, out):
 
 
 @njit(cache=True, nogil=True)
-def _near_logq(S, k, N, off, levels, beta, near, K, W, mk, mj, out):
+def _near_logq(S, k, N, off, levels, beta, near, K, W, mk, mj, out, cum):
     """``out[j] = log q(j | k)`` (``j != k``) of the near-state proposal from state ``k``
-    (:func:`collapsed_shift_moves`), from the posterior means of the sums ``S`` (``mk``, ``mj``
-    scratch ``(W,)``)."""
+    (:func:`collapsed_shift_moves`; ``_hmm_core.near_mixture``), from the posterior means of
+    the sums ``S`` (``mk``, ``mj`` scratch ``(W,)``, ``cum`` scratch ``(K,)``)."""
     _fill_means(S, k, off, levels, beta, mk)
     m = -np.inf
     for j in range(K):
@@ -287,14 +288,7 @@ def _near_logq(S, k, N, off, levels, beta, near, K, W, mk, mj, out):
         out[j] = -0.5 * N * dist
         if out[j] > m:
             m = out[j]
-    tot = 0.0
-    for j in range(K):
-        if j != k:
-            out[j] = math.exp(out[j] - m)
-            tot += out[j]
-    for j in range(K):
-        if j != k:
-            out[j] = math.log((1.0 - near) / (K - 1) + near * out[j] / tot)
+    near_mixture(out, k, m, near, K, cum)
 
 
 @njit(cache=True, nogil=True)
@@ -342,6 +336,7 @@ def collapsed_shift_moves(z, ntr, nout, counts, obs, off, levels, sizes, w, l2, 
     m_new = np.empty(W)
     lq_f = np.empty(K)
     lq_b = np.empty(K)
+    cum = np.empty(K)                   # near_mixture's cumulative q (not used here)
     newc = np.empty(W)
     for r in range(R):
         for t in range(Tt):
@@ -352,7 +347,7 @@ def collapsed_shift_moves(z, ntr, nout, counts, obs, off, levels, sizes, w, l2, 
             old = z[r, t]
             for wi in range(W):
                 S[old, wi] -= counts[c, wi]
-            _near_logq(S, old, N, off, levels, beta, near, K, W, mk, mj, lq_f)
+            _near_logq(S, old, N, off, levels, beta, near, K, W, mk, mj, lq_f, cum)
             u = rng.random()
             acc = 0.0
             new = -1
@@ -365,7 +360,7 @@ def collapsed_shift_moves(z, ntr, nout, counts, obs, off, levels, sizes, w, l2, 
                     break
             if new < 0:                    # rounding at the top: the last other state
                 new = K - 2 if old == K - 1 else K - 1
-            _near_logq(S, new, N, off, levels, beta, near, K, W, mk, mj, lq_b)
+            _near_logq(S, new, N, off, levels, beta, near, K, W, mk, mj, lq_b, cum)
             _fill_means(S, old, off, levels, beta, m_old)
             _fill_means(S, new, off, levels, beta, m_new)
             prev = K if t == 0 else z[r, t - 1]
