@@ -16,6 +16,12 @@ from privpost.queries.base import (Query, _field, _finite_float, _bounds, _colum
 # 5. Linear-regression sufficient statistics
 # --------------------------------------------------------------------------------------------
 
+def _to_unit_box(z, lo, hi):
+    """Each column of ``z (n, k)`` clamped to ``[lo_j, hi_j]`` and mapped affinely onto
+    ``[-1, 1]`` (``lo``, ``hi`` shape ``(k,)``)."""
+    return 2.0 * (np.clip(z, lo, hi) - lo) / (hi - lo) - 1.0
+
+
 class RegressionStats(Query):
     """Clamped, normalised linear-regression sufficient statistics (seed 000 §5, Def. 5.1).
 
@@ -113,7 +119,7 @@ class RegressionStats(Query):
         return np.concatenate([np.ones((n, 1)), zt[:, :-1]], axis=1), zt[:, -1]
 
     def _normalise(self, z):
-        return 2.0 * (np.clip(z, self._lo, self._hi) - self._lo) / (self._hi - self._lo) - 1.0
+        return _to_unit_box(z, self._lo, self._hi)
 
     def _coerce(self, records, check):
         return _table_records(records, self.p + 1, check,
@@ -278,8 +284,7 @@ class CovariateMoments(Query):
         return self._normalise(self._coerce(records, check))
 
     def _normalise(self, z):
-        x = z[:, :self.p]
-        return 2.0 * (np.clip(x, self._lo, self._hi) - self._lo) / (self._hi - self._lo) - 1.0
+        return _to_unit_box(z[:, :self.p], self._lo, self._hi)
 
     def _coerce(self, records, check):
         return _table_records(records, self.p + 1, check,
