@@ -12,6 +12,8 @@ import pytest
 
 import privpost as pp
 from privpost.queries.cell_counts import CellCounts, load_long_csv
+from privpost.queries.marginal_tables import MarginalTables
+from privpost.queries.naive_bayes_counts import NaiveBayesCounts
 from privpost.errors import DataError, ReleaseError
 from privpost.mechanisms import Laplace
 from privpost.queries import query_from_dict
@@ -156,3 +158,19 @@ def test_cli_release_cells(tmp_path):
                                    "--epsilon", "1"])
     assert res.exit_code == 1 and "missing column" in " ".join(res.output.split())
     assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("make", [
+    lambda: CellCounts([2], [[1, 1]]),
+    lambda: MarginalTables([2, 2, 2], [[0, 1], [1, 2]]),
+    lambda: NaiveBayesCounts(2, [2, 2]),
+])
+def test_ragged_or_misshapen_records_are_refused_naming_the_shape(make):
+    """A ragged nesting was a bare ValueError for CellCounts and MarginalTables (their shape
+    message called np.shape on the records before reading them); every categorical query now
+    refuses it, and a wrong shape names the shape it got."""
+    q = make()
+    with pytest.raises(DataError, match="cannot be read"):
+        q.validate_records([[0, 0, 1], [0, 1]])
+    with pytest.raises(DataError, match=r"got \(2, 5\)"):
+        q.validate_records(np.zeros((2, 5), dtype=int))

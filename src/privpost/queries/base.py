@@ -180,19 +180,25 @@ def _check_levels(x: np.ndarray, upper, columns) -> None:
                         f"({columns[col]}) is outside 0..{int(upper[col]) - 1}")
 
 
-def _integer_records(records, shape_ok, shape_msg: str, check: bool) -> np.ndarray:
-    """Categorical records -> int64. Floats are accepted when integral (e.g. from a CSV)."""
+def _integer_records(records, shape_ok, expected: str, check: bool) -> np.ndarray:
+    """Categorical records -> int64. Floats are accepted when integral (e.g. from a CSV).
+
+    ``shape_ok(arr)`` returns the array in the query's layout or ``None``; then a
+    :class:`DataError` ``"{expected}, got {the records' shape}"`` (the shape is that of the array
+    already read: no second conversion of the records, and a ragged nesting never gets here --
+    it is refused as unreadable)."""
     try:
         arr = np.asarray(records)
     except (TypeError, ValueError) as exc:
         raise DataError(f"records: cannot be read as an array of categories ({exc})") from None
     if arr.dtype == object:
         arr = _as_float(arr)
+    shape = arr.shape
     if arr.ndim == 0:
         arr = arr.reshape(1)
     arr = shape_ok(arr)
     if arr is None:
-        raise DataError(shape_msg)
+        raise DataError(f"{expected}, got {shape}")
     if arr.dtype.kind in "iub":
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind != "f":
@@ -209,12 +215,22 @@ def _integer_records(records, shape_ok, shape_msg: str, check: bool) -> np.ndarr
     return arr.astype(np.int64)
 
 
-def _safe_shape(records):
-    """``np.shape(records)``, or ``"ragged"`` for nested lists of unequal lengths."""
-    try:
-        return np.shape(records)
-    except (TypeError, ValueError):
-        return "a ragged (inhomogeneous) nesting"
+def _category_table(records, upper, columns, expected: str, check: bool,
+                    one_d: bool = False) -> np.ndarray:
+    """Categorical records of shape ``(n, k)``, ``k = len(upper)`` (``one_d``: ``(n,)`` too when
+    ``k == 1``), as int64 ``(n, k)``; with ``check`` every entry of column ``j`` in
+    ``0..upper[j] - 1`` (:func:`_check_levels`). ``expected`` describes the layout in the
+    refusal of a wrong shape (:func:`_integer_records`)."""
+    k = len(upper)
+
+    def shape_ok(a):
+        if one_d and k == 1 and a.ndim == 1:
+            return a[:, None]
+        return a if (a.ndim == 2 and a.shape[1] == k) else None
+    x = _integer_records(records, shape_ok, expected, check)
+    if check and x.size:
+        _check_levels(x, upper, columns)
+    return x
 
 
 def _to_sequence(value):

@@ -60,8 +60,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from privpost.errors import DataError, ReleaseError
-from privpost.queries.base import (Query, _check_levels, _columns, _feature_levels, _field,
-                                   _integer_records, _one_hot_sensitivity, _pos_int)
+from privpost.queries.base import (Query, _category_table, _columns, _feature_levels, _field,
+                                   _one_hot_sensitivity, _pos_int)
 
 __all__ = ["CellCounts", "load_long_csv", "LongData"]
 
@@ -194,16 +194,10 @@ class CellCounts(Query):
     # ---- records -------------------------------------------------------------------------
     def _coerce(self, records, check):
         k = 2 + self.n_features
-
-        def shape_ok(a):
-            return a if (a.ndim == 2 and a.shape[1] == k) else None
-        x = _integer_records(records, shape_ok,
-                             f"records: expected shape (n, {k}) (region, time, then "
-                             f"{k - 2} features), got {np.shape(records)}", check)
-        if check and x.size:
-            _check_levels(x, np.concatenate([[self.n_regions, self.n_times], self._levels_arr]),
-                          self.columns)
-        return x
+        return _category_table(
+            records, np.concatenate([[self.n_regions, self.n_times], self._levels_arr]),
+            self.columns, f"records: expected shape (n, {k}) (region, time, then {k - 2} "
+            "features)", check)
 
     def _t(self, x):
         n = x.shape[0]

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from privpost.queries.base import (Query, _check_levels, _columns, _dim, _integer_records,
-                                   _one_hot_sensitivity, _pos_int, _safe_shape)
+                                   _one_hot_sensitivity, _pos_int)
 
 __all__ = ["CellSizes"]
 
@@ -78,7 +78,7 @@ class CellSizes(Query):
         def shape_ok(a):
             return a[:, :2] if (a.ndim == 2 and a.shape[1] >= 2) else None
         x = _integer_records(records, shape_ok, "records: expected shape (n, 2) or more columns "
-                             f"(region, time, ...), got {_safe_shape(records)}", check)
+                             "(region, time, ...)", check)
         if check and x.size:
             _check_levels(x, np.array([self.n_regions, self.n_times]), self.columns)
         return x

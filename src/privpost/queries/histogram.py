@@ -6,7 +6,7 @@ import numpy as np
 
 from privpost.errors import DataError, ReleaseError
 from privpost.queries.base import (Query, _field, _pos_int, _columns, _dim,
-                                    _one_hot_sensitivity, _integer_records, _safe_shape)
+                                    _one_hot_sensitivity, _integer_records)
 
 # --------------------------------------------------------------------------------------------
 # 3. Histogram
@@ -60,8 +60,7 @@ class Histogram(Query):
                 return a[:, 0]
             return None
         x = _integer_records(records, shape_ok,
-                             f"records: expected shape (n,) or (n, 1) of categories, "
-                             f"got {_safe_shape(records)}", check)
+                             "records: expected shape (n,) or (n, 1) of categories", check)
         if check and x.size:
             bad = (x < 0) | (x >= self.categories)
             if bad.any():

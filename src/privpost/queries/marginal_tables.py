@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 
 from privpost.errors import ReleaseError
-from privpost.queries.base import (Query, _check_levels, _columns, _field, _integer_records,
+from privpost.queries.base import (Query, _category_table, _columns, _field,
                                    _one_hot_sensitivity, _pos_int)
 
 __all__ = ["MarginalTables", "project_simplex", "MAX_CELLS"]
@@ -182,17 +182,9 @@ class MarginalTables(Query):
     # ---- Query protocol ---------------------------------------------------------------------
     def _coerce(self, records, check):
         T = len(self.levels)
-
-        def shape_ok(a):
-            if a.ndim == 1 and T == 1:
-                return a[:, None]
-            return a if (a.ndim == 2 and a.shape[1] == T) else None
-        x = _integer_records(records, shape_ok,
-                             f"records: expected shape (n, {T}) (columns "
-                             f"{', '.join(self.columns)}), got {np.shape(records)}", check)
-        if check and x.size:
-            _check_levels(x, self._levels_arr, self.columns)
-        return x
+        return _category_table(records, self._levels_arr, self.columns,
+                               f"records: expected shape (n, {T}) (columns "
+                               f"{', '.join(self.columns)})", check, one_d=True)
 
     def _t(self, x):
         n = x.shape[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from privpost.queries.base import (Query, _feature_levels, _pos_int, _columns, _dim,
-                                    _one_hot_sensitivity, _check_levels, _integer_records, _safe_shape)
+                                    _one_hot_sensitivity, _category_table)
 
 # --------------------------------------------------------------------------------------------
 # 4. Naive-Bayes contingency tables
@@ -63,15 +63,9 @@ class NaiveBayesCounts(Query):
 
     def _coerce(self, records, check):
         k = self.n_features + 1
-
-        def shape_ok(a):
-            return a if (a.ndim == 2 and a.shape[1] == k) else None
-        x = _integer_records(records, shape_ok,
-                             f"records: expected shape (n, {k}) (class, then {k - 1} features), "
-                             f"got {_safe_shape(records)}", check)
-        if check and x.size:
-            _check_levels(x, np.concatenate([[self.n_classes], self._levels_arr]), self.columns)
-        return x
+        return _category_table(records, np.concatenate([[self.n_classes], self._levels_arr]),
+                               self.columns, f"records: expected shape (n, {k}) (class, then "
+                               f"{k - 1} features)", check)
 
     def _t(self, x):
         n = x.shape[0]
