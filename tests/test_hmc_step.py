@@ -32,7 +32,10 @@ Not a wrong variant: continuing HMCStep's own Robbins--Monro adaptation into the
 iterations (gain ``5 t^-0.6``, diminishing) -- measured |z| <= 3.0 on chains of 2 x 2000 draws
 even at a constant gain of 1, on two posteriors (N = 4 and 1000 records), as the theory of
 diminishing adaptation allows; the test instead checks that HMCStep does freeze (``record(False)``
-never moves ``eps``).
+never moves ``eps``). A wrong kinetic-energy term inside ``update_counts`` is out of reach of its
+public arguments except through a theta-dependent mass (the slow variant above); note that a
+``mass_chol`` that is not lower triangular is accepted silently and then draws momenta from
+``L L'`` while the kinetic energy uses the lower triangle only.
 """
 
 from __future__ import annotations
