@@ -218,6 +218,12 @@ MAX_JOINT_CELLS = 65_536
 #: ``latent="counts"`` uses the table at any n.
 AUTO_RECORDS_PER_CELL = 4
 
+#: HMC steps of the CliqueMRF's theta update per iteration of the count-level chain (one dense
+#: table mass and one draw of the unidentified part shared by the steps:
+#: :class:`privpost.models._mrf_kernel.MRFThetaKernel`). Chosen by measurement: see
+#: benchmarks/README.md, "CliqueMRF theta kernel compiled".
+MRF_THETA_STEPS = 1
+
 
 def joint_size(levels) -> int:
     """``prod(levels)`` (stops counting past :data:`MAX_JOINT_CELLS`)."""
@@ -360,34 +366,30 @@ def mrf_table(model, release, cls):
     idx_r = np.ascontiguousarray(idx.ravel())
     m = idx.shape[1]
 
+    from privpost.inference._quantile_shift import loglinear_log_probs
+
+    idx = np.ascontiguousarray(idx)
+
     def log_probs(params):
-        lp = model.flatten(params)[idx].sum(axis=1)
-        top = lp.max()
-        return lp - (top + math.log(np.exp(lp - top).sum()))
+        lp = np.empty(J)
+        loglinear_log_probs(np.ascontiguousarray(model.flatten(params)), idx, lp)
+        return lp
 
     B = model.identified_basis()[0]
     from scipy import sparse
 
+    from privpost.models._mrf_kernel import MRFThetaKernel
+
     Am = sparse.csc_matrix((np.ones(J * m), (idx_r, np.repeat(np.arange(J), m))),
                            shape=(model.dim, J))        # the model's clique map (d, J)
-    prec = np.eye(B.shape[1]) / model.prior_sd ** 2
+    kernel = MRFThetaKernel(model, idx, n_steps=MRF_THETA_STEPS)
 
     def update(params, c, rng, step=None):
-        occ = np.flatnonzero(c > 0)
-        Ao = Am[:, occ]
-        counts = Ao @ c[occ]
-        if n > 0:
-            # the table's own information: N Cov_emp(t) = A diag(c) A' - (A c)(A c)' / N
-            H = (Ao.multiply(c[occ]) @ Ao.T).toarray() - np.outer(counts, counts) / n
-            L = np.linalg.cholesky(B.T @ H @ B + prec)
-        else:
-            L = None
-        if step is None:
-            return model.unflatten(model.update_counts(model.flatten(params), counts, float(n),
-                                                       rng, mass_chol=L))
-        return model.unflatten(model.update_counts(model.flatten(params), counts, float(n), rng,
-                                                   mass_chol=L, step_size=step.eps,
-                                                   info=step.info))
+        th, acc = kernel.update(model.flatten(params), c, rng,
+                                eps=None if step is None else step.eps)
+        if step is not None:
+            step.info["accept_prob"] = acc
+        return model.unflatten(th)
 
     def fit(rng):
         # a chain's start: the ridge MLE (ridge 1/(2 sigma^2), the prior's) of the first
@@ -436,6 +438,7 @@ def mrf_table(model, release, cls):
         coords=coords, log_probs=log_probs, update=update, prior_sample=model.prior_sample,
         log_prior=model.log_prior, free=(to_free, from_free, lambda params: 0.0), fit=fit,
         hmc_step=model.step_size,
+        loglinear=(np.ascontiguousarray(B), idx, model.prior_sd, model.flatten, model.unflatten),
         table=(f"joint count table c ~ Multinomial(n, p_theta) over the "
                f"{' x '.join(map(str, model.levels))} joint values ({J} cells, n = {n}); "
                f"{_conditions(rels)}"))
