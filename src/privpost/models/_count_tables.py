@@ -222,7 +222,7 @@ AUTO_RECORDS_PER_CELL = 4
 #: table mass and one draw of the unidentified part shared by the steps:
 #: :class:`privpost.models._mrf_kernel.MRFThetaKernel`). Chosen by measurement: see
 #: benchmarks/README.md, "CliqueMRF theta kernel compiled".
-MRF_THETA_STEPS = 1
+MRF_THETA_STEPS = 2
 
 
 def joint_size(levels) -> int:

@@ -469,7 +469,8 @@ class MRFThetaKernel:
         as :func:`privpost.models._count_tables.joint_domain`).
     use_jt : bool or None
         Exact inference by the junction tree (True) or by enumeration over the ``J`` joint
-        values (False); ``None``: enumeration when ``J <= CliqueMRF.ENUMERATE_MAX``.
+        values (False); ``None``: the model's own choice (enumeration when it keeps a design
+        matrix, i.e. ``J <= CliqueMRF.ENUMERATE_MAX``).
     n_steps : int >= 1
         HMC steps per update (sharing one mass matrix and one draw of the unidentified part).
     """
@@ -477,9 +478,8 @@ class MRFThetaKernel:
     def __init__(self, model, idx, use_jt=None, n_steps: int = 1):
         self.model = model
         self.idx = np.ascontiguousarray(idx, dtype=np.int64)
-        J = self.idx.shape[0]
         if use_jt is None:
-            use_jt = J > model.ENUMERATE_MAX
+            use_jt = model._design is None
         self.use_jt = bool(use_jt)
         self.B = np.ascontiguousarray(model.identified_basis()[0], dtype=np.float64)
         self.n_steps = int(n_steps)
