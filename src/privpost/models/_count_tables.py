@@ -324,8 +324,10 @@ def mrf_table(model, release, cls):
     when ``J > MAX_JOINT_CELLS``); ``c ~ Multinomial(n, p_theta)``, ``log p_theta(x) = sum_C
     theta_C[x_C] - A(theta)``. ``A`` (the map, not the log-partition) adds cell ``x`` to the
     released count of ``x_C`` in every released clique table. Theta update: the model's kernel
-    given the model cliques' tables of ``c`` (:meth:`~privpost.models.CliqueMRF.update_counts`,
-    the same function of the same statistics as the record-level update) with a dense HMC mass
+    given the model cliques' tables of ``c`` (that of :meth:`~privpost.models.CliqueMRF.
+    update_counts`, compiled: :class:`privpost.models._mrf_kernel.MRFThetaKernel`,
+    :data:`MRF_THETA_STEPS` HMC steps per update, exact inference by enumeration or by the
+    model's junction tree) with a dense HMC mass
     matrix computed from ``c`` -- ``B' (N Cov_emp(t)) B + I / sigma^2``, the empirical
     covariance of the records' one-hot clique cells under the table (a function of the table
     the update conditions on, so the kernel keeps ``p(theta | c)`` invariant). Measured on §9's
@@ -339,8 +341,10 @@ def mrf_table(model, release, cls):
     noisy tables themselves are not fitted: on loopy graphs they lie outside the marginal
     polytope and their MLE far out in the prior's tail, EXPERIMENTS §9.7). Non-centred move in
     ``v = B' theta``, the coordinates of the identified subspace (the unidentified component is
-    held; unit Jacobian): the quantile shift when ``n <= J`` (units as inverse-CDF images of
-    uniforms held fixed), the residual shift above. Pair moves among occupied cells, ``min(n, J)`` per iteration
+    held; unit Jacobian): the quantile shift (units as inverse-CDF images of uniforms held
+    fixed; compiled, :mod:`privpost.inference._quantile_shift`) up to ``n <= max(J, min(16 J,
+    10^4))``, several moves per iteration (:func:`privpost.inference._count_occupied.
+    default_shift`), the residual shift above. Pair moves among occupied cells, ``min(n, J)`` per iteration
     (:class:`privpost.inference._count_occupied.OccupiedTable`: ``J = 3^10`` cells against
     ``n = 10^3`` records would otherwise spend almost every move on two empty cells)."""
     from privpost.inference._count_occupied import OccupiedTable
