@@ -238,11 +238,12 @@ class OccupiedTable(CountTable):
     * ``hmc_step`` (optional float): the theta update is an HMC step whose size each chain
       adapts during the warm-up (:class:`HMCStep`, starting from ``hmc_step``); ``update`` is
       then called as ``update(params, c, rng, step=HMCStep)`` and reads ``step.eps`` and
-      writes ``step.info["accept_prob"]``.
+      writes ``step.info["accept_prob"]`` (the mean over its steps when an update makes
+      ``hmc_steps`` of them, a number stated in the notes).
 
-    * ``loglinear`` (optional tuple ``(B, idx, sigma)``): theta is a flat ``(d,)`` vector of
-      log-potentials (``params`` <-> flat by ``flatten(params)`` / ``unflatten(theta)``, the
-      two callables that follow in the tuple), the log cell probabilities are
+    * ``loglinear`` (optional tuple ``(B, idx, sigma, flatten, unflatten)``): theta is a flat
+      ``(d,)`` vector of log-potentials (``params`` <-> flat by ``flatten(params)`` /
+      ``unflatten(theta)``), the log cell probabilities are
       ``sum_a theta[idx[x, a]] - A(theta)``, the prior ``N(0, sigma^2 I)``, and the free
       coordinates ``B' theta`` -- the CliqueMRF's table. The quantile-shift moves then run
       compiled (:func:`privpost.inference._quantile_shift.quantile_shift_moves`, the same
@@ -254,7 +255,7 @@ class OccupiedTable(CountTable):
     """
 
     def __init__(self, *, N, anchor: int, n_pairs=None, n_shift=None, fit=None,
-                 hmc_step=None, shift=None, loglinear=None, **kw):
+                 hmc_step=None, hmc_steps: int = 1, shift=None, loglinear=None, **kw):
         J = kw["coords"].A.shape[1]
         anchor = int(anchor)
         if not 0 <= anchor < J:
@@ -274,6 +275,7 @@ class OccupiedTable(CountTable):
                 self.n_shift = int(n_shift)
         self.fit = fit
         self.hmc_step = None if hmc_step is None else float(hmc_step)
+        self.hmc_steps = int(hmc_steps)
         self.loglinear = loglinear
         if shift is None:
             shift = default_shift(J, N, loglinear is not None)
@@ -303,7 +305,9 @@ class OccupiedTable(CountTable):
         hmc = [r.get("hmc_accept", math.nan) for r in results]
         if self.hmc_step is not None:
             eps = [r.get("hmc_eps", math.nan) for r in results]
-            moves += (f"; theta by HMC with the step adapted in the warm-up "
+            k = self.hmc_steps
+            moves += (f"; theta by HMC ({k} step{'s' if k > 1 else ''} per update) with the "
+                      f"step adapted in the warm-up "
                       f"({min(eps):.3g}-{max(eps):.3g}), acceptance after warm-up "
                       f"{min(hmc):.2f}-{max(hmc):.2f}")
         if self.n_shift:

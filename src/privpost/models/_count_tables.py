@@ -441,7 +441,7 @@ def mrf_table(model, release, cls):
         names=list(model.names), shapes=model.param_shapes, N=n, anchor=anchor,
         coords=coords, log_probs=log_probs, update=update, prior_sample=model.prior_sample,
         log_prior=model.log_prior, free=(to_free, from_free, lambda params: 0.0), fit=fit,
-        hmc_step=model.step_size,
+        hmc_step=model.step_size, hmc_steps=MRF_THETA_STEPS,
         loglinear=(np.ascontiguousarray(B), idx, model.prior_sd, model.flatten, model.unflatten),
         table=(f"joint count table c ~ Multinomial(n, p_theta) over the "
                f"{' x '.join(map(str, model.levels))} joint values ({J} cells, n = {n}); "
