@@ -44,7 +44,7 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["MRFThetaKernel", "jt_arrays", "marginals_compiled"]
+__all__ = ["MRFThetaKernel", "jt_arrays", "marginals_compiled", "model_idx"]
 
 
 # ============================================================================================
@@ -354,14 +354,31 @@ def _minv(L, v, out):
 def theta_update(theta, c, B, sigma, eps, n_leapfrog, n_steps, use_jt, idx, jt_size, jt_off,
                  parent, sep_size, sep_off, child_map, par_map, par_off, home, t_off, t_map,
                  S, max_sep, rng):
-    """One theta update given the joint table (module docstring), in place on ``theta (d,)``.
+    """One theta update given the joint table ``c (J,)`` float64 (module docstring), in place
+    on ``theta (d,)``: the clique counts ``A c`` and the table mass (:func:`_table_mass`), then
+    :func:`hmc_update`. Returns the mean acceptance probability of the steps."""
+    d, r = B.shape
+    counts = np.empty(d)
+    L = np.zeros((r, r))
+    N = _table_mass(c, idx, B, 1.0 / (sigma * sigma), counts, L)
+    return hmc_update(theta, counts, N, L, B, sigma, eps, n_leapfrog, n_steps, use_jt, idx,
+                      jt_size, jt_off, parent, sep_size, sep_off, child_map, par_map, par_off,
+                      home, t_off, t_map, S, max_sep, rng)
 
-    ``c (J,)`` float64 the joint table; ``B (d, r)``; ``sigma`` the prior sd; ``eps`` the HMC
-    step before its +-20 % jitter; ``n_leapfrog``, ``n_steps`` >= 1. Returns the mean over the
-    steps of ``min(1, exp(H1 - H0))`` (0 for a non-finite proposal).
+
+@njit(cache=True, nogil=True)
+def hmc_update(theta, counts, N, L, B, sigma, eps, n_leapfrog, n_steps, use_jt, idx, jt_size,
+               jt_off, parent, sep_size, sep_off, child_map, par_map, par_off, home, t_off,
+               t_map, S, max_sep, rng):
+    """One theta update given the clique counts ``counts (d,)`` of ``N`` records and the lower
+    Cholesky factor ``L (r, r)`` of the mass, in place on ``theta (d,)`` (steps 1, 3, 4 of the
+    module docstring). ``B (d, r)``; ``sigma`` the prior sd; ``eps`` the HMC step before its
+    +-20 % jitter; ``n_leapfrog``, ``n_steps`` >= 1. Returns the mean over the steps of
+    ``min(1, exp(H1 - H0))`` (0 for a non-finite proposal).
 
     Draws from ``rng``: ``standard_normal(d)`` (the unidentified part), then per step
-    ``standard_normal(r)`` (momentum), ``uniform(0.8, 1.2)`` (jitter), ``random()`` (test)."""
+    ``standard_normal(r)`` (momentum), ``uniform(0.8, 1.2)`` (jitter), ``random()`` (test) --
+    the order of :meth:`CliqueMRF.update_counts`, whose kernel this is."""
     d, r = B.shape
     inv_s2 = 1.0 / (sigma * sigma)
     xi = rng.standard_normal(d)
@@ -377,9 +394,6 @@ def theta_update(theta, c, B, sigma, eps, n_leapfrog, n_steps, use_jt, idx, jt_s
         for k in range(r):
             v -= B[a, k] * bxi[k]
         null[a] = sigma * v
-    counts = np.empty(d)
-    L = np.zeros((r, r))
-    N = _table_mass(c, idx, B, inv_s2, counts, L)
     th = np.empty(d)
     mu = np.empty(d)
     acc = np.empty(max(S, 1))
@@ -458,15 +472,24 @@ def marginals_compiled(theta, use_jt, idx, jt_size, jt_off, parent, sep_size, se
     return a, mu
 
 
+def model_idx(model) -> np.ndarray:
+    """``(J, m)`` int64: the model's flat clique cell of each (joint cell, model clique), joint
+    cells row-major (:func:`privpost.models._count_tables.joint_domain`'s order)."""
+    grids = np.indices(tuple(model.levels)).reshape(len(model.levels), -1).T
+    return np.stack([o + grids[:, list(c)] @ st for c, st, o in
+                     zip(model.cliques, model._strides, model.offsets)], axis=1).astype(np.int64)
+
+
 class MRFThetaKernel:
     """The compiled theta update of a CliqueMRF given its joint count table.
 
     Parameters
     ----------
     model : CliqueMRF
-    idx : (J, m) int64
+    idx : (J, m) int64 or None
         The model's flat clique cell of each (joint cell, model clique) (joint cells row-major,
-        as :func:`privpost.models._count_tables.joint_domain`).
+        as :func:`privpost.models._count_tables.joint_domain`); ``None``: :func:`model_idx`
+        where the model enumerates (the junction-tree path needs it only for a table's mass).
     use_jt : bool or None
         Exact inference by the junction tree (True) or by enumeration over the ``J`` joint
         values (False); ``None``: the model's own choice (enumeration when it keeps a design
@@ -475,8 +498,10 @@ class MRFThetaKernel:
         HMC steps per update (sharing one mass matrix and one draw of the unidentified part).
     """
 
-    def __init__(self, model, idx, use_jt=None, n_steps: int = 1):
+    def __init__(self, model, idx=None, use_jt=None, n_steps: int = 1):
         self.model = model
+        if idx is None:
+            idx = model_idx(model) if model._design is not None else np.zeros((1, 1), np.int64)
         self.idx = np.ascontiguousarray(idx, dtype=np.int64)
         if use_jt is None:
             use_jt = model._design is None
@@ -499,6 +524,18 @@ class MRFThetaKernel:
                          float(m.prior_sd), float(m.step_size if eps is None else eps),
                          int(m.n_leapfrog), int(self.n_steps if n_steps is None else n_steps),
                          self.use_jt, self.idx, *self.jt, rng)
+        return th, float(a)
+
+    def update_counts(self, theta, counts, N, L, rng, eps=None) -> tuple[np.ndarray, float]:
+        """``(new theta (d,), acceptance probability)`` after one update (``n_steps`` HMC
+        steps) given the clique counts ``counts (d,)`` of ``N`` records and the lower Cholesky
+        factor ``L (r, r)`` of the mass (:meth:`CliqueMRF.update_counts`)."""
+        m = self.model
+        th = np.array(theta, dtype=np.float64)
+        a = hmc_update(th, np.ascontiguousarray(counts, dtype=np.float64), float(N),
+                       np.ascontiguousarray(L, dtype=np.float64), self.B, float(m.prior_sd),
+                       float(m.step_size if eps is None else eps), int(m.n_leapfrog),
+                       int(self.n_steps), self.use_jt, self.idx, *self.jt, rng)
         return th, float(a)
 
     def marginals(self, theta) -> tuple[float, np.ndarray]:
