@@ -39,6 +39,7 @@ STATISTICAL_MODULES = {
     "test_hmm_until", "test_joint_releases", "test_mechanisms", "test_models", "test_mrf",
     "test_mrf_compiled", "test_naive_ops", "test_p5_prior_until", "test_penalty",
     "test_predictive", "test_randomized_response",
+    "test_count_mrf_loopy", "test_mrf_kernel", "test_declare", "test_hostile_inputs",
 }
 
 
