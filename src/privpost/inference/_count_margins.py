@@ -111,14 +111,37 @@ from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_table import log_eta, pair_sweep_c, residuals
 
 __all__ = ["MarginsLatent", "margins_iterations", "refresh_move", "default_refresh_mean",
-           "default_margin_pairs", "data_margins"]
+           "default_moves", "noise_ratio", "data_margins"]
 
 #: ``mu`` of :func:`default_refresh_mean` aims at a variance ``REFRESH_TARGET`` of the log noise
 #: ratio of one refresh.
 REFRESH_TARGET = 2.0
 
-#: Refresh moves per iteration by default.
-DEFAULT_REFRESH = 4
+def noise_ratio(coords, N: int, M: int) -> float:
+    """``lambda = v / (N / M)``: the noise variance of a margin cell (``v``, the mean over
+    cells of ``1 / sum_releases 1 / var``; Laplace ``2 b^2``, Gaussian ``sigma^2``) against the
+    mean count of a cell. ``lambda >> 1``: the noise dominates (the refresh, which draws units
+    from the prior predictive, is the efficient move); ``lambda ~ 0.01-10``: the release and the
+    counts both shape the margins (exact pair moves needed); ``lambda << 0.01``: the margins are
+    pinned far below the Dirichlet spread of theta, whose exact draw carries the chain."""
+    var = np.where(coords.l2, coords.scale ** 2, 2.0 * coords.scale ** 2)
+    prec = np.asarray(coords.A.T @ (1.0 / var)).ravel()           # (M,) per margin cell
+    v = float(np.mean(1.0 / np.maximum(prec, 1e-300)))
+    return v / max(N / max(M, 1), 1e-300)
+
+
+def default_moves(lam: float, M: int) -> tuple[int, int]:
+    """``(n_pairs, n_refresh)`` per iteration from :func:`noise_ratio` ``lam``: ``M`` pair moves
+    where ``lam >= 0.01`` (else ``ceil(M / 8)``); 32 refreshes where ``lam >= 1``, 16 where
+    ``lam >= 0.1``, else 4. Measured on seed 000's model (worst ESS per CPU-s of 4 x 2,000
+    draws after 500; benchmarks/README.md, "Naive Bayes on its margins"): n = 10^3, eps = 1
+    (lam = 15): (75, 32) 467, (75, 16) 361, (8, 16) 295, (75, 4) 128; n = 10^4, eps = 1 (1.5):
+    (75, 16) 868, (75, 4) 813, (15, 16) 299, (0, 16) 22; n = 100, eps = 10 (1.5): (75, 64)
+    3,621, (15, 16) 4,248, (0, 16) 1,369; n = 10^6, eps = 10 (1.5e-4): (8, 4) 23,621, (75, 4)
+    7,255; n = 10^8, eps = 1 (1.5e-4): (0, 4) 20,122, (75, 4) 4,073."""
+    n_pairs = M if lam >= 0.01 else max(2, -(-M // 8))
+    n_refresh = 32 if lam >= 1.0 else (16 if lam >= 0.1 else 4)
+    return n_pairs, n_refresh
 
 
 def default_refresh_mean(w, l2, per_unit: int, N: int) -> float:
@@ -137,11 +160,6 @@ def default_refresh_mean(w, l2, per_unit: int, N: int) -> float:
     h = float(np.mean(np.where(l2, 2.0 * w, w * w)))
     mu = REFRESH_TARGET / (2.0 * max(per_unit, 1) * max(h, 1e-300))
     return float(min(max(mu, 1.0), max(N, 1)))
-
-
-def default_margin_pairs(M: int) -> int:
-    """Pair moves per iteration by default: ``M`` (every cell about once as the unit's cell)."""
-    return max(2, int(M))
 
 
 # ============================================================================================
@@ -386,7 +404,7 @@ class MarginsLatent(CountLatent):
         The notes' description of the latent.
     n_pairs, n_refresh, refresh_mean : optional
         Pair moves, refresh moves per iteration and the refresh's mean unit count (defaults
-        :func:`default_margin_pairs`, :data:`DEFAULT_REFRESH`, :func:`default_refresh_mean`).
+        :func:`default_moves`, :func:`default_refresh_mean`).
     """
 
     stat_names = ("log_eta",)
@@ -420,8 +438,10 @@ class MarginsLatent(CountLatent):
         self.prior_sample = prior_sample
         self.start_release = start_release
         self.table = table
-        self.n_pairs = default_margin_pairs(M) if n_pairs is None else int(n_pairs)
-        self.n_refresh = DEFAULT_REFRESH if n_refresh is None else int(n_refresh)
+        self.noise_ratio = noise_ratio(coords, self.N, M)
+        dp, dr = default_moves(self.noise_ratio, M)
+        self.n_pairs = dp if n_pairs is None else int(n_pairs)
+        self.n_refresh = dr if n_refresh is None else int(n_refresh)
         per_unit = int(np.diff(coords.A.indptr).sum()) // M * K if M else 0
         self.refresh_mean = (default_refresh_mean(coords.w, coords.l2, per_unit, self.N)
                              if refresh_mean is None else float(refresh_mean))
