@@ -201,8 +201,8 @@ def _draw_pred(c, alpha, st, ln, rng):
 def refresh_propose(k, c, n, N, class_alpha, feat_alpha, off, levels, c_new, n_new, rng,
                     add_cls_alpha):
     """The refresh proposal (module docstring, step 2): ``c_new, n_new`` <- ``c, n`` with ``k``
-    units removed (classes ``∝ n``, levels ``∝ m``, without replacement) and ``k`` added from the
-    collapsed Polya predictive. ``c`` (M,) margins flat ``off[f] + i J_f + j``; ``n`` (I,);
+    units removed (classes ``∝ n``, levels ``∝ m``, without replacement) and ``k`` added from
+    the collapsed Polya predictive. ``c`` (M,) margins flat ``off[f] + i J_f + j``; ``n`` (I,);
     ``class_alpha`` (I,); ``feat_alpha`` (M,); ``off, levels`` (K,) int64.
     ``add_cls_alpha`` scales the class prior weight of the predictive (1: the move; tests)."""
     I = n.shape[0]
