@@ -198,81 +198,106 @@ def _draw_pred(c, alpha, st, ln, rng):
 
 
 @njit(cache=True, nogil=True)
-def refresh_propose(k, c, n, N, class_alpha, feat_alpha, off, levels, c_new, n_new, rng,
-                    add_cls_alpha):
-    """The refresh proposal (module docstring, step 2): ``c_new, n_new`` <- ``c, n`` with ``k``
-    units removed (classes ``∝ n``, levels ``∝ m``, without replacement) and ``k`` added from
-    the collapsed Polya predictive. ``c`` (M,) margins flat ``off[f] + i J_f + j``; ``n`` (I,);
-    ``class_alpha`` (I,); ``feat_alpha`` (M,); ``off, levels`` (K,) int64.
-    ``add_cls_alpha`` scales the class prior weight of the predictive (1: the move; tests)."""
+def _touch(j, delta, d_arr, mark, lst, nl):
+    """``d_arr[j] += delta``; ``j`` appended to ``lst`` (marked) the first time; returns the
+    list's new length."""
+    if not mark[j]:
+        mark[j] = True
+        lst[nl] = j
+        nl += 1
+    d_arr[j] += delta
+    return nl
+
+
+@njit(cache=True, nogil=True)
+def refresh_move(k, c, n, N, class_alpha, feat_alpha, off, levels, dc, dn, mark_c, cells,
+                 dr, mark_r, coords, cell_ptr, cell_coord, cell_coef, w, l2, r, rng, wrong):
+    """One refresh move of ``k`` units (module docstring, step 2; MH with acceptance
+    ``eta(s | T m') / eta(s | T m)``), in place: the ``k`` units are removed from ``c`` (M,)
+    and ``n`` (I,) (classes ``∝ n``, levels ``∝ m``, one after the other without replacement)
+    and ``k`` added from the collapsed Polya predictive; the noise ratio is computed on the
+    released coordinates the changed cells feed only (``O(k K)``, not ``O(M)``), and a rejected
+    proposal is undone from the net changes ``dc`` (M,), ``dn`` (I,). ``r`` (d,) residuals
+    ``s - T c``, current on entry, updated on acceptance. Work (all zero / False on entry and on
+    return): ``dc, mark_c, cells`` (M,), ``dn`` (I,), ``dr, mark_r, coords`` (d,). Returns 1 if
+    accepted. ``wrong = 1`` (tests only) multiplies the ratio by ``DM(n') / DM(n)`` (the
+    class-count term), a WRONG sampler."""
+    if k <= 0:
+        return 0
     I = n.shape[0]
     K = off.shape[0]
-    for j in range(c.shape[0]):
-        c_new[j] = c[j]
-    for i in range(I):
-        n_new[i] = n[i]
+    n_cells = 0
     tot = N
     for t in range(k):
-        i = _draw_unit(n_new, 0, I, tot, rng)
+        i = _draw_unit(n, 0, I, tot, rng)
         for f in range(K):
             st = off[f] + i * levels[f]
-            j = _draw_unit(c_new, st, levels[f], n_new[i], rng)
-            c_new[st + j] -= 1.0
-        n_new[i] -= 1.0
+            j = _draw_unit(c, st, levels[f], n[i], rng)
+            c[st + j] -= 1.0
+            n_cells = _touch(st + j, -1.0, dc, mark_c, cells, n_cells)
+        n[i] -= 1.0
+        dn[i] -= 1.0
         tot -= 1.0
+    a_tot = 0.0
+    for i in range(I):
+        a_tot += class_alpha[i]
     for t in range(k):
-        ca = 0.0
-        for i in range(I):
-            ca += add_cls_alpha * class_alpha[i] + n_new[i]
-        u = rng.random() * ca
+        u = rng.random() * (a_tot + tot)
         acc = 0.0
         i = I - 1
         for ii in range(I):
-            acc += add_cls_alpha * class_alpha[ii] + n_new[ii]
+            acc += class_alpha[ii] + n[ii]
             if u < acc:
                 i = ii
                 break
         for f in range(K):
             st = off[f] + i * levels[f]
-            j = _draw_pred(c_new, feat_alpha, st, levels[f], rng)
-            c_new[st + j] += 1.0
-        n_new[i] += 1.0
-
-
-@njit(cache=True, nogil=True)
-def _lgamma_ratio_dm(n, n_new, alpha):
-    """``log DM(n_new; N, alpha) - log DM(n; N, alpha)`` (same total; the WRONG variant's extra
-    factor in tests)."""
-    out = 0.0
-    for i in range(n.shape[0]):
-        out += (math.lgamma(alpha[i] + n_new[i]) - math.lgamma(n_new[i] + 1.0)
-                - math.lgamma(alpha[i] + n[i]) + math.lgamma(n[i] + 1.0))
-    return out
-
-
-@njit(cache=True, nogil=True)
-def refresh_move(k, c, n, N, class_alpha, feat_alpha, off, levels, c_new, n_new, cell_ptr,
-                 cell_coord, cell_coef, s, w, l2, r, r_new, rng, wrong):
-    """One refresh move (MH, acceptance ``eta(s | T m') / eta(s | T m)``); ``c, n, r``
-    (residuals ``s - T c``, current on entry) updated in place on acceptance. Returns 1 if
-    accepted, else 0. ``wrong = 1`` (tests only) multiplies the ratio by the class-count term
-    ``DM(n') / DM(n)``, a WRONG sampler."""
-    if k <= 0:
-        return 0
-    refresh_propose(k, c, n, N, class_alpha, feat_alpha, off, levels, c_new, n_new, rng, 1.0)
-    residuals(c_new, cell_ptr, cell_coord, cell_coef, s, r_new)
-    la = log_eta(r_new, w, l2) - log_eta(r, w, l2)
+            j = _draw_pred(c, feat_alpha, st, levels[f], rng)
+            c[st + j] += 1.0
+            n_cells = _touch(st + j, 1.0, dc, mark_c, cells, n_cells)
+        n[i] += 1.0
+        dn[i] += 1.0
+        tot += 1.0
+    # net change of the released coordinates
+    n_co = 0
+    for a in range(n_cells):
+        j = cells[a]
+        if dc[j] != 0.0:
+            for q in range(cell_ptr[j], cell_ptr[j + 1]):
+                n_co = _touch(cell_coord[q], cell_coef[q] * dc[j], dr, mark_r, coords, n_co)
+    la = 0.0
+    for a in range(n_co):
+        m = coords[a]
+        z0 = r[m]
+        z1 = r[m] - dr[m]
+        if l2[m]:
+            la -= w[m] * (z1 - z0) * (z1 + z0)
+        else:
+            la -= w[m] * (abs(z1) - abs(z0))
     if wrong == 1:
-        la += _lgamma_ratio_dm(n, n_new, class_alpha)
-    if -rng.standard_exponential() < la:
-        for j in range(c.shape[0]):
-            c[j] = c_new[j]
-        for i in range(n.shape[0]):
-            n[i] = n_new[i]
-        for m in range(r.shape[0]):
-            r[m] = r_new[m]
-        return 1
-    return 0
+        for i in range(I):
+            if dn[i] != 0.0:
+                la += (math.lgamma(class_alpha[i] + n[i]) - math.lgamma(n[i] + 1.0)
+                       - math.lgamma(class_alpha[i] + n[i] - dn[i]) + math.lgamma(n[i] - dn[i]
+                                                                                   + 1.0))
+    ok = -rng.standard_exponential() < la
+    for a in range(n_co):
+        m = coords[a]
+        if ok:
+            r[m] -= dr[m]
+        dr[m] = 0.0
+        mark_r[m] = False
+    for a in range(n_cells):
+        j = cells[a]
+        if not ok:
+            c[j] -= dc[j]
+        dc[j] = 0.0
+        mark_c[j] = False
+    for i in range(I):
+        if not ok:
+            n[i] -= dn[i]
+        dn[i] = 0.0
+    return 1 if ok else 0
 
 
 @njit(cache=True, nogil=True)
@@ -303,8 +328,8 @@ def theta_draw(c, n, class_alpha, feat_alpha, off, levels, p, q, lq, lp_work, rn
 def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha, off, levels,
                        n_pairs, n_refresh, refresh_mean, eligible, el_pos, fen, cell_grp,
                        grp_ptr, grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, log_const,
-                       r, r_new, b_idx, b_r, b_v, b_w, b_l2, c_new, n_new, p, q, lq, lp_work,
-                       counts, out_theta, out_log_eta, rng, wrong):
+                       r, b_idx, b_r, b_v, b_w, b_l2, dc, dn, mark_c, cells, dr, mark_r, coords,
+                       p, q, lq, lp_work, counts, out_theta, out_log_eta, rng, wrong):
     """``n_iter`` iterations of the margins chain (module docstring): ``n_pairs`` exact pair
     moves within rows (``pair_sweep_c``; collapsed on the rows whose ``col_alpha`` is the
     Dirichlet concentration, given ``q`` = ``exp(lq)`` where it is 0), ``n_refresh`` refresh
@@ -336,8 +361,8 @@ def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha
                 k = N
             counts[0] += 1
             counts[1] += refresh_move(int(k), c, n, N, class_alpha, feat_alpha, off, levels,
-                                      c_new, n_new, cell_ptr, cell_coord, cell_coef, s, w, l2,
-                                      r, r_new, rng, wrong)
+                                      dc, dn, mark_c, cells, dr, mark_r, coords, cell_ptr,
+                                      cell_coord, cell_coef, w, l2, r, rng, wrong)
         theta_draw(c, n, class_alpha, feat_alpha, off, levels, p, q, lq, lp_work, rng)
         if keep:
             for i in range(I):
@@ -526,13 +551,15 @@ class MarginsChain:
         self.n = np.ascontiguousarray(n, dtype=np.float64)
         M, I = law.M, law.I
         d = law.coords.s.shape[0]
-        self.r, self.r_new = np.zeros(d), np.zeros(d)
+        self.r = np.zeros(d)
         b = max(law.buf, 1)
         self.b_idx = np.zeros(b, dtype=np.int64)
         self.b_r, self.b_v, self.b_w = np.zeros(b), np.zeros(b), np.zeros(b)
         self.b_l2 = np.zeros(b, dtype=np.bool_)
         self.fen = np.zeros(M + 1)
-        self.c_new, self.n_new = np.zeros(M), np.zeros(I)
+        self.dc, self.dn, self.dr = np.zeros(M), np.zeros(I), np.zeros(d)
+        self.mark_c, self.mark_r = np.zeros(M, dtype=np.bool_), np.zeros(d, dtype=np.bool_)
+        self.cells, self.coords = np.zeros(M, dtype=np.int64), np.zeros(d, dtype=np.int64)
         self.p, self.lp_work = np.zeros(I), np.zeros(I)
         self.q, self.lq = np.zeros(M), np.zeros(M)
         # theta given the start (the uncollapsed rows' pair moves read lq)
@@ -558,9 +585,9 @@ class MarginsChain:
             law.col_alpha, law.off, law.levels, law.n_pairs, law.n_refresh, law.refresh_mean,
             law.eligible, law.el_pos, self.fen, law.cell_grp, law.grp_ptr, law.grp_cells,
             law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2, co.log_const,
-            self.r, self.r_new, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2, self.c_new,
-            self.n_new, self.p, self.q, self.lq, self.lp_work, self.counts, out_t, out_le,
-            self.rng, law.wrong)
+            self.r, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2, self.dc, self.dn,
+            self.mark_c, self.cells, self.dr, self.mark_r, self.coords, self.p, self.q, self.lq,
+            self.lp_work, self.counts, out_t, out_le, self.rng, law.wrong)
         self.done += k
         if progress is not None:
             progress(self.done - 1)
