@@ -292,20 +292,34 @@ def test_l2_mechanisms_and_release_set_exact(mech):
 
 
 def test_defaults_notes_and_auto():
-    """auto takes the margins at every n; notes state the latent and the public n; the
-    default moves follow the noise ratio."""
+    """auto takes the margins from n = AUTO_MARGINS_RECORDS_PER_CELL * M on (the records
+    below); notes state the latent and the public n; the default moves follow the noise
+    ratio."""
+    from privpost.models._count_tables import AUTO_MARGINS_RECORDS_PER_CELL as AUTO
+
     model = tiny_model()
     rel = tiny_release()
     law = model.count_latent(rel)
-    assert isinstance(law, MarginsLatent) and law.auto
+    assert isinstance(law, MarginsLatent) and not law.auto          # n = 4 < 8 M
     post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
                     progress=False)
+    assert _count_latent.latent_of(post)[0] == "records"
+    x = model.simulate(model.prior_sample(np.random.default_rng(0)), AUTO * 8,
+                       np.random.default_rng(1))
+    big = tiny_release(x=x)
+    assert model.count_latent(big).auto
+    assert _count_latent.latent_of(pp.infer(model, big, method="damcmc", draws=100, warmup=50,
+                                            chains=2, seed=0, progress=False))[0] == "counts"
+    post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
+                    progress=False, latent="counts")
     assert _count_latent.latent_of(post)[0] == "counts"
     note = [n for n in post.notes if "class-by-feature margins" in n][0]
     assert "n = 4" in note and "conditions on the public n = 4" in note
     assert any("unit-refresh" in n for n in post.notes)
-    assert default_moves(100.0, 75) == (75, 32)
-    assert default_moves(1e-4, 75) == (10, 4)
+    assert default_moves(150.0, 75, 100, 20.0) == (10, 5)
+    assert default_moves(15.0, 75, 1000, 20.0) == (75, 50)
+    assert default_moves(1.5, 75, 10 ** 4, 20.0) == (75, 16)
+    assert default_moves(1e-4, 75, 10 ** 8, 20.0) == (10, 4)
     assert noise_ratio(law.coords, 4, 8) == pytest.approx(2 * 2.0 ** 2 / 0.5)
 
 
@@ -317,7 +331,8 @@ def test_hostile_arguments_refused():
                 prior_sample=model.prior_sample, start_release=law.start_release, table="")
     for bad in [dict(N=-1), dict(N=2.5), dict(N=True), dict(feature_alpha=np.zeros(8)),
                 dict(class_alpha=np.array([1.0, -1.0])), dict(levels=np.array([2, 3])),
-                dict(n_pairs=-1), dict(refresh_mean=0.5), dict(refresh_mean=float("nan"))]:
+                dict(n_pairs=-1), dict(refresh_mean=0.5), dict(refresh_mean=float("nan")),
+                dict(refresh_mean=float("inf"))]:
         with pytest.raises(PrivpostError):
             MarginsLatent(**{**base, **bad})
     # one record (the smallest public n): every refresh replaces the whole data set

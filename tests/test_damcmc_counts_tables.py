@@ -192,17 +192,16 @@ def test_nb_counts_agree_with_records_at_small_n():
 
 
 def test_nb_auto_picks_the_margins_at_every_n_and_the_joint_rule():
-    """auto: the class-by-feature margins at any n (their size is additive in the features);
-    the joint table's own rule (``law.auto`` from n = AUTO_RECORDS_PER_CELL * J on) is kept
-    for direct use."""
+    """latent="counts": the class-by-feature margins at any n (their size is additive in the
+    features; auto's rule: tests/test_count_margins.py); the joint table's own rule
+    (``law.auto`` from n = AUTO_RECORDS_PER_CELL * J on) is kept for direct use."""
     from privpost.models._count_tables import naive_bayes_table
 
     model = nb_model()
     small = nb_release(MECHS["laplace"])                       # n = 4 < 8 * AUTO
-    assert model.count_latent(small).auto
     assert not naive_bayes_table(model, small, NaiveBayesLogLinear).auto
     post = pp.infer(model, small, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
-                    progress=False)
+                    progress=False, latent="counts")
     assert any("latent='counts'" in n and "class-by-feature margins" in n
                for n in post.notes)
     x = model.simulate(model.prior_sample(np.random.default_rng(0)),

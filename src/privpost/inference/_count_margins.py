@@ -130,17 +130,24 @@ def noise_ratio(coords, N: int, M: int) -> float:
     return v / max(N / max(M, 1), 1e-300)
 
 
-def default_moves(lam: float, M: int) -> tuple[int, int]:
-    """``(n_pairs, n_refresh)`` per iteration from :func:`noise_ratio` ``lam``: ``M`` pair moves
-    where ``lam >= 0.01`` (else ``ceil(M / 8)``); 32 refreshes where ``lam >= 1``, 16 where
-    ``lam >= 0.1``, else 4. Measured on seed 000's model (worst ESS per CPU-s of 4 x 2,000
-    draws after 500; benchmarks/README.md, "Naive Bayes on its margins"): n = 10^3, eps = 1
-    (lam = 15): (75, 32) 467, (75, 16) 361, (8, 16) 295, (75, 4) 128; n = 10^4, eps = 1 (1.5):
-    (75, 16) 868, (75, 4) 813, (15, 16) 299, (0, 16) 22; n = 100, eps = 10 (1.5): (75, 64)
-    3,621, (15, 16) 4,248, (0, 16) 1,369; n = 10^6, eps = 10 (1.5e-4): (8, 4) 23,621, (75, 4)
-    7,255; n = 10^8, eps = 1 (1.5e-4): (0, 4) 20,122, (75, 4) 4,073."""
-    n_pairs = M if lam >= 0.01 else max(2, -(-M // 8))
-    n_refresh = 32 if lam >= 1.0 else (16 if lam >= 0.1 else 4)
+def default_moves(lam: float, M: int, N: int, mu: float) -> tuple[int, int]:
+    """``(n_pairs, n_refresh)`` per iteration from :func:`noise_ratio` ``lam`` (and the
+    refresh's mean unit count ``mu``): ``M`` pair moves where ``0.01 <= lam < 100``, else
+    ``ceil(M / 8)``; refreshes: ``clip(ceil(N / mu), 2, 64)`` where the noise dominates
+    (``lam >= 10``: about the whole data set refreshed per iteration, the count-level image of a
+    record sweep), 16 where ``0.1 <= lam < 10``, else 4. Measured on seed 000's model (worst ESS
+    per CPU-s of 4 x 2,000 draws after 500, n_pairs / n_refresh; benchmarks/README.md, "Naive
+    Bayes on its margins"): n = 10^3, eps = 1 (lam = 15, mu = 20): (75, 32) 467, (75, 16) 361,
+    (8, 16) 295, (75, 4) 128; n = 10^4, eps = 1 (1.5): (75, 16) 868, (75, 4) 813, (15, 16) 299,
+    (0, 16) 22; n = 100, eps = 10 (1.5): (75, 64) 3,621, (15, 16) 4,248, (0, 16) 1,369;
+    n = 100, eps = 0.1 (1.5e4, mu = 100): (0, 5) 4,086, (0, 16) 1,606; n = 10^6, eps = 10
+    (1.5e-4): (8, 4) 23,621, (75, 4) 7,255; n = 10^8, eps = 1 (1.5e-4): (0, 4) 20,122,
+    (75, 4) 4,073."""
+    n_pairs = M if 0.01 <= lam < 100.0 else max(2, -(-M // 8))
+    if lam >= 10.0:
+        n_refresh = int(min(64, max(2, math.ceil(N / max(mu, 1.0)))))
+    else:
+        n_refresh = 16 if lam >= 0.1 else 4
     return n_pairs, n_refresh
 
 
@@ -463,15 +470,18 @@ class MarginsLatent(CountLatent):
         self.prior_sample = prior_sample
         self.start_release = start_release
         self.table = table
-        self.noise_ratio = noise_ratio(coords, self.N, M)
-        dp, dr = default_moves(self.noise_ratio, M)
-        self.n_pairs = dp if n_pairs is None else int(n_pairs)
-        self.n_refresh = dr if n_refresh is None else int(n_refresh)
         per_unit = int(np.diff(coords.A.indptr).sum()) // M * K if M else 0
         self.refresh_mean = (default_refresh_mean(coords.w, coords.l2, per_unit, self.N)
                              if refresh_mean is None else float(refresh_mean))
-        if self.n_pairs < 0 or self.n_refresh < 0 or not self.refresh_mean >= 1.0:
-            raise PrivpostError("margins latent: n_pairs, n_refresh >= 0 and refresh_mean >= 1")
+        if not 1.0 <= self.refresh_mean < math.inf:
+            raise PrivpostError(f"margins latent: refresh_mean must be a finite number >= 1, "
+                                f"got {refresh_mean!r}")
+        self.noise_ratio = noise_ratio(coords, self.N, M)
+        dp, dr = default_moves(self.noise_ratio, M, self.N, self.refresh_mean)
+        self.n_pairs = dp if n_pairs is None else int(n_pairs)
+        self.n_refresh = dr if n_refresh is None else int(n_refresh)
+        if self.n_pairs < 0 or self.n_refresh < 0:
+            raise PrivpostError("margins latent: n_pairs and n_refresh must be >= 0")
         self.wrong = 0
         # groups: the rows (k, i)
         A = coords.A

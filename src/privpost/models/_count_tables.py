@@ -23,6 +23,7 @@ import numpy as np
 from scipy import special
 
 __all__ = ["table_releases", "bernoulli_table", "categorical_table", "naive_bayes_table",
+           "AUTO_MARGINS_RECORDS_PER_CELL",
            "naive_bayes_margins",
            "mrf_table", "MAX_JOINT_CELLS", "AUTO_RECORDS_PER_CELL", "joint_domain", "joint_size"]
 
@@ -318,7 +319,8 @@ def naive_bayes_margins(model, release, cls):
     released vector's own true value, so the release map is one identity block per release
     (:mod:`privpost.inference._count_margins`, which derives the law and the moves). Unlike the
     joint table (:func:`naive_bayes_table`, ``I prod_k J_k`` cells) its size is additive in the
-    features, so it is the latent at every ``n`` (``auto``)."""
+    features; ``latent="auto"`` takes it from ``n >= AUTO_MARGINS_RECORDS_PER_CELL * M`` on
+    (at a few records per margin cell the record sweep is as cheap)."""
     from privpost.inference._count_margins import MarginsLatent
     from privpost.inference._count_table import Coordinates
     from scipy import sparse
@@ -341,7 +343,7 @@ def naive_bayes_margins(model, release, cls):
     l20 = np.full(M, rel0.mechanism.kernel == "l2")
     sd0 = np.where(l20, sc0, sc0 * math.sqrt(2.0))
     shape = ", ".join(f"{I}x{J}" for J in levels)
-    return MarginsLatent(
+    law = MarginsLatent(
         names=list(model.param_shapes), shapes=model.param_shapes,
         class_alpha=model.class_alpha, feature_alpha=model._alpha_flat, levels=levels, N=n,
         coords=coords, prior_sample=model.prior_sample, start_release=(obs0, sd0, l20),
@@ -349,6 +351,18 @@ def naive_bayes_margins(model, release, cls):
                f"n = {n}); n ~ Multinomial(N, p), m[k, i, :] ~ Multinomial(n_i, q_k[i, :]) "
                f"given n (theta integrated out in the moves: Dirichlet-multinomial); "
                f"{_conditions(rels)}"))
+    law.auto = n >= AUTO_MARGINS_RECORDS_PER_CELL * M
+    return law
+
+
+#: ``latent="auto"`` takes the naive-Bayes margins (``M = I sum_k J_k`` cells) from
+#: ``n >= AUTO_MARGINS_RECORDS_PER_CELL * M`` records on, the records below. Measured on seed
+#: 000's model (M = 75, eps = 1; the default run of 4 chains until converged, worst ESS per
+#: CPU-s, records ``cores=1``, load ~6; benchmarks/README.md, "Naive Bayes on its margins"):
+#: margins / records 535 / 646 at n = 100 (1.3 M), 186 / 225 at 300 (4 M), 182 / 77 at 10^3
+#: (13 M). At Table 1's n = 100 the two latents cost about the same; ``latent="counts"``
+#: takes the margins at any n.
+AUTO_MARGINS_RECORDS_PER_CELL = 8
 
 
 def mrf_table(model, release, cls):
