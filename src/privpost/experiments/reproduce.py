@@ -135,7 +135,9 @@ def _ju2022_loglinear(ctx: _Ctx) -> ReproductionReport:
     # --sampler counts: the count-level latent at the library's default length (run until
     # every parameter has bulk/tail ESS >= 400 and split R-hat <= 1.01), as a user runs it;
     # the papers' fixed 10,000 iterations are for the record samplers' rows
-    length = ({} if ctx.sampler == "counts" else {"draws": s["draws"], "warmup": s["warmup"]})
+    # (``draws=None``: the study's default 1,000 draws would otherwise apply)
+    length = ({"draws": None, "warmup": 1000} if ctx.sampler == "counts"
+              else {"draws": s["draws"], "warmup": s["warmup"]})
     res = _study(ctx, "damcmc", model, query, {"type": "laplace"},
                  methods={"damcmc": {"method": "damcmc", **length, "chains": 1,
                                      **_damcmc_opts(ctx)}},
