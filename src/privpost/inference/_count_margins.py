@@ -136,13 +136,22 @@ def default_moves(lam: float, M: int, N: int, mu: float) -> tuple[int, int]:
     ``ceil(M / 8)``; refreshes: ``clip(ceil(N / mu), 2, 64)`` where the noise dominates
     (``lam >= 10``: about the whole data set refreshed per iteration, the count-level image of a
     record sweep), 16 where ``0.1 <= lam < 10``, else 4. Measured on seed 000's model (worst ESS
-    per CPU-s of 4 x 2,000 draws after 500, n_pairs / n_refresh; benchmarks/README.md, "Naive
-    Bayes on its margins"): n = 10^3, eps = 1 (lam = 15, mu = 20): (75, 32) 467, (75, 16) 361,
+    per CPU-s of 4 x 2,000 draws after 500, n_pairs / n_refresh, ``/tmp`` precursor of
+    benchmarks/bench_nb_margins_moves.py at load 3-7, pairs chosen by unit, before the refresh
+    was made incremental -- same draws, its CPU time then ``O(M + d)`` per move): n = 10^3, eps = 1 (lam = 15, mu = 20): (75, 32) 467, (75, 16) 361,
     (8, 16) 295, (75, 4) 128; n = 10^4, eps = 1 (1.5): (75, 16) 868, (75, 4) 813, (15, 16) 299,
     (0, 16) 22; n = 100, eps = 10 (1.5): (75, 64) 3,621, (15, 16) 4,248, (0, 16) 1,369;
     n = 100, eps = 0.1 (1.5e4, mu = 100): (0, 5) 4,086, (0, 16) 1,606; n = 10^6, eps = 10
     (1.5e-4): (8, 4) 23,621, (75, 4) 7,255; n = 10^8, eps = 1 (1.5e-4): (0, 4) 20,122,
-    (75, 4) 4,073."""
+    (75, 4) 4,073.
+
+    Pairs are chosen uniformly (a uniform cell and a uniform partner in its row) where
+    ``lam < 100`` and by unit above (``MarginsLatent.unit_frac``): measured (same script, load 6,
+    after the in-place refresh), by unit / uniform: n = 10^4, eps = 1: 634 / 1,208; n = 10^3,
+    eps = 1: 300 / 361; n = 10^6, eps = 1: 2,666 / 3,133; n = 100, eps = 10: 5,258 / 6,259;
+    n = 100, eps = 1 (lam = 150, 10 pairs): 694 / 556 (the rows of small classes get few
+    by-unit pairs, which is what slowed the middle of the range).
+    """
     n_pairs = M if 0.01 <= lam < 100.0 else max(2, -(-M // 8))
     if lam >= 10.0:
         n_refresh = int(min(64, max(2, math.ceil(N / max(mu, 1.0)))))
@@ -333,7 +342,8 @@ def theta_draw(c, n, class_alpha, feat_alpha, off, levels, p, q, lq, lp_work, rn
 
 @njit(cache=True, nogil=True)
 def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha, off, levels,
-                       n_pairs, n_refresh, refresh_mean, eligible, el_pos, fen, cell_grp,
+                       n_pairs, unit_frac, n_refresh, refresh_mean, eligible, el_pos, fen,
+                       cell_grp,
                        grp_ptr, grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, log_const,
                        r, b_idx, b_r, b_v, b_w, b_l2, dc, dn, mark_c, cells, dr, mark_r, coords,
                        p, q, lq, lp_work, counts, out_theta, out_log_eta, rng, wrong):
@@ -354,7 +364,7 @@ def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha
         g_p = 1.0 / refresh_mean    # success probability of 1 + G (mean refresh_mean)
     for t in range(n_iter):
         if n_pairs > 0:
-            pair_sweep_c(c, lq, col_alpha, n_pairs, 1.0, eligible, el_pos, fen, cell_grp,
+            pair_sweep_c(c, lq, col_alpha, n_pairs, unit_frac, eligible, el_pos, fen, cell_grp,
                          grp_ptr, grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, r,
                          b_idx, b_r, b_v, b_w, b_l2, rng)
         else:
@@ -483,6 +493,9 @@ class MarginsLatent(CountLatent):
         if self.n_pairs < 0 or self.n_refresh < 0:
             raise PrivpostError("margins latent: n_pairs and n_refresh must be >= 0")
         self.wrong = 0
+        # pairs: uniform over each row's cells where the pair moves carry the chain (every row
+        # gets its share whatever its class's size), by unit where the noise dominates
+        self.unit_frac = 0.0 if self.noise_ratio < 100.0 else 1.0
         # groups: the rows (k, i)
         A = coords.A
         self.cell_ptr = np.ascontiguousarray(A.indptr, dtype=np.int64)
@@ -592,7 +605,8 @@ class MarginsChain:
         out_le = np.empty(k if keep else 0)
         margins_iterations(
             k, keep, self.c, self.n, float(law.N), law.class_alpha, law.feature_alpha,
-            law.col_alpha, law.off, law.levels, law.n_pairs, law.n_refresh, law.refresh_mean,
+            law.col_alpha, law.off, law.levels, law.n_pairs, law.unit_frac, law.n_refresh,
+            law.refresh_mean,
             law.eligible, law.el_pos, self.fen, law.cell_grp, law.grp_ptr, law.grp_cells,
             law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2, co.log_const,
             self.r, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2, self.dc, self.dn,
