@@ -1,9 +1,10 @@
 """The count tables the built-in discrete models declare for ``damcmc`` (issue 21; DESIGN §10):
 ``model.count_latent(release) -> CountLatent | None`` of BetaBernoulli (0/1 records: a 2-cell
 table, released by ``Sum`` / ``Mean``) and DirichletCategorical (a K-cell table, released by
-``Histogram``), NaiveBayesLogLinear (the joint table over (class, features), released by
-``NaiveBayesCounts``) and CliqueMRF (the joint table over all variables, released by
-``MarginalTables``), on one release or a ReleaseSet of several releases of the same records.
+``Histogram``), NaiveBayesLogLinear (the class-by-feature margins, released by
+``NaiveBayesCounts``: :func:`naive_bayes_margins`; its joint table over (class, features),
+:func:`naive_bayes_table`, targets the same posterior on a larger latent) and CliqueMRF (the
+joint table over all variables, released by ``MarginalTables``), on one release or a ReleaseSet of several releases of the same records.
 Joint tables have ``J = prod(levels)`` cells: at most :data:`MAX_JOINT_CELLS`, and
 ``latent="auto"`` takes them only from ``n >= AUTO_RECORDS_PER_CELL * J`` records on.
 
