@@ -4,7 +4,8 @@ table, released by ``Sum`` / ``Mean``) and DirichletCategorical (a K-cell table,
 ``Histogram``), NaiveBayesLogLinear (the class-by-feature margins, released by
 ``NaiveBayesCounts``: :func:`naive_bayes_margins`; its joint table over (class, features),
 :func:`naive_bayes_table`, targets the same posterior on a larger latent) and CliqueMRF (the
-joint table over all variables, released by ``MarginalTables``), on one release or a ReleaseSet of several releases of the same records.
+joint table over all variables, released by ``MarginalTables``), on one release or a
+ReleaseSet of several releases of the same records.
 Joint tables have ``J = prod(levels)`` cells: at most :data:`MAX_JOINT_CELLS`, and
 ``latent="auto"`` takes them only from ``n >= AUTO_RECORDS_PER_CELL * J`` records on.
 
