@@ -316,6 +316,13 @@ def test_defaults_notes_and_auto():
     note = [n for n in post.notes if "class-by-feature margins" in n][0]
     assert "n = 4" in note and "conditions on the public n = 4" in note
     assert any("unit-refresh" in n for n in post.notes)
+    # the prior start (theta from the prior, margins from the model) converges to the same
+    # posterior as the data start
+    ex = NBExact(model, [rel], 4)
+    pp_ = pp.infer(model, rel, method="damcmc", draws=2500, warmup=300, chains=4, seed=5,
+                   progress=False, latent="counts", start="prior")
+    zs = [z_mean(draws_of(pp_, e), ex.mean(e)) for e in ENTRIES]
+    assert max(map(abs, zs)) < K_MCSE, zs
     assert default_moves(150.0, 75, 100, 20.0) == (10, 5)
     assert default_moves(15.0, 75, 1000, 20.0) == (75, 50)
     assert default_moves(1.5, 75, 10 ** 4, 20.0) == (75, 16)
