@@ -330,6 +330,28 @@ def test_defaults_notes_and_auto():
     assert noise_ratio(law.coords, 4, 8) == pytest.approx(2 * 2.0 ** 2 / 0.5)
 
 
+def test_swamping_noise_at_census_size_stays_bounded():
+    """N = 10^9 released with eps = 10^-4 (noise sd ~ 1.4e5 per count): the refresh's unit
+    count is capped (MAX_REFRESH_MEAN), so a short run takes seconds, not hours."""
+    import time
+
+    from privpost.inference._count_margins import MAX_REFRESH_MEAN
+    from privpost.releases.release import Release
+
+    model = tiny_model()
+    q = NaiveBayesCounts(2, [2, 2])
+    m = Laplace(epsilon=1e-4).calibrate(q.sensitivity("l1"))
+    N = 10 ** 9
+    true = np.array([3e8, 2e8, 1e8, 4e8, 1e8, 5e8, 4.5e8, 0.5e8])
+    rel = Release(q, m, N, m.sample(true, seed=np.random.default_rng(0)))
+    law = model.count_latent(rel)
+    assert law.refresh_mean == MAX_REFRESH_MEAN
+    t0 = time.perf_counter()
+    post = pp.infer(model, rel, method="damcmc", draws=100, warmup=50, chains=2, seed=0,
+                    progress=False)
+    assert time.perf_counter() - t0 < 60 and post.n_draws == 100
+
+
 def test_hostile_arguments_refused():
     model = tiny_model()
     law = _law(model, tiny_release())

@@ -133,12 +133,13 @@ def noise_ratio(coords, N: int, M: int) -> float:
 def default_moves(lam: float, M: int, N: int, mu: float) -> tuple[int, int]:
     """``(n_pairs, n_refresh)`` per iteration from :func:`noise_ratio` ``lam`` (and the
     refresh's mean unit count ``mu``): ``M`` pair moves where ``0.01 <= lam < 100``, else
-    ``ceil(M / 8)``; refreshes: ``clip(ceil(N / mu), 2, 64)`` where the noise dominates
-    (``lam >= 10``: about the whole data set refreshed per iteration, the count-level image of a
-    record sweep), 16 where ``0.1 <= lam < 10``, else 4. Measured on seed 000's model (worst ESS
-    per CPU-s of 4 x 2,000 draws after 500, n_pairs / n_refresh, ``/tmp`` precursor of
-    benchmarks/bench_nb_margins_moves.py at load 3-7, pairs chosen by unit, before the refresh
-    was made incremental -- same draws, its CPU time then ``O(M + d)`` per move): n = 10^3, eps = 1 (lam = 15, mu = 20): (75, 32) 467, (75, 16) 361,
+    ``ceil(M / 8)``; refreshes: ``clip(ceil(N / mu), 2, min(64, MAX_REFRESH_UNITS / mu))``
+    where the noise dominates (``lam >= 10``: about the whole data set refreshed per iteration,
+    the count-level image of a record sweep), 16 where ``0.1 <= lam < 10``, else 4. Measured on
+    seed 000's model (worst ESS per CPU-s of 4 x 2,000 draws after 500, n_pairs / n_refresh,
+    a ``/tmp`` precursor of benchmarks/bench_nb_margins_moves.py at load 3-7, pairs chosen by
+    unit, before the refresh was made incremental -- same draws, its CPU time then
+    ``O(M + d)`` per move): n = 10^3, eps = 1 (lam = 15, mu = 20): (75, 32) 467, (75, 16) 361,
     (8, 16) 295, (75, 4) 128; n = 10^4, eps = 1 (1.5): (75, 16) 868, (75, 4) 813, (15, 16) 299,
     (0, 16) 22; n = 100, eps = 10 (1.5): (75, 64) 3,621, (15, 16) 4,248, (0, 16) 1,369;
     n = 100, eps = 0.1 (1.5e4, mu = 100): (0, 5) 4,086, (0, 16) 1,606; n = 10^6, eps = 10
@@ -154,10 +155,21 @@ def default_moves(lam: float, M: int, N: int, mu: float) -> tuple[int, int]:
     """
     n_pairs = M if 0.01 <= lam < 100.0 else max(2, -(-M // 8))
     if lam >= 10.0:
-        n_refresh = int(min(64, max(2, math.ceil(N / max(mu, 1.0)))))
+        n_refresh = int(max(2, min(64, math.ceil(N / max(mu, 1.0)),
+                                   math.ceil(MAX_REFRESH_UNITS / max(mu, 1.0)))))
     else:
         n_refresh = 16 if lam >= 0.1 else 4
     return n_pairs, n_refresh
+
+
+#: Largest default mean unit count of a refresh: where the noise swamps the counts of a huge
+#: data set the rule below would refresh ~N units per move (10^9 at a census); the cap keeps a
+#: move below a millisecond (the run-until-converged budget then reports slow mixing).
+MAX_REFRESH_MEAN = 1_000.0
+
+#: Largest number of units the default refreshes of one iteration replace (``n_refresh * mu``),
+#: ~10 ms of work.
+MAX_REFRESH_UNITS = 20_000
 
 
 def default_refresh_mean(w, l2, per_unit: int, N: int) -> float:
@@ -168,14 +180,14 @@ def default_refresh_mean(w, l2, per_unit: int, N: int) -> float:
     ``k`` units and adding ``k`` changes ``~2 k per_unit`` residuals by one, each changing
     ``log eta`` by ``~w`` (``l1``: ``w = 1/b``, variance ``w^2``) or ``~2 w r`` (``l2``, ``r ~
     sigma``: variance ``2 w``). So ``mu = REFRESH_TARGET / (2 per_unit h)``, ``h`` the mean
-    per-coordinate variance, clipped to ``[1, N]``. ``w, l2`` (d,)."""
+    per-coordinate variance, clipped to ``[1, min(N, MAX_REFRESH_MEAN)]``. ``w, l2`` (d,)."""
     w = np.asarray(w, dtype=np.float64)
     l2 = np.asarray(l2, dtype=bool)
     if w.size == 0 or N <= 0:
         return 1.0
     h = float(np.mean(np.where(l2, 2.0 * w, w * w)))
     mu = REFRESH_TARGET / (2.0 * max(per_unit, 1) * max(h, 1e-300))
-    return float(min(max(mu, 1.0), max(N, 1)))
+    return float(min(max(mu, 1.0), max(N, 1), MAX_REFRESH_MEAN))
 
 
 # ============================================================================================
