@@ -14,7 +14,9 @@ Dirichlet(2) priors; joint table of 5 x 3^5 = 1,215 cells) x NaiveBayesCounts, L
 true joint table is drawn as ``Multinomial(n, pi(theta))`` at a prior draw ``theta``
 (``default_rng(0)``), the statistic is ``A c`` and the noise the mechanism's own ``sample``;
 their count-level rows force ``latent="counts"`` (``"auto"`` takes the records below
-``n = 8 J``), and gibbs-ss has no table for them (refused, no row).
+``n = 8 J`` for mrf4), and gibbs-ss has no table for them (refused, no row). For ``nb`` the
+count-level row is the class-by-feature margins latent (75 cells, since 26 Nov) and a
+``damcmc (joint table)`` row runs the joint table of 1,215 cells (the latent before) beside it.
 
 Every run is the method's default (4 chains, run until split R-hat <= 1.01 and bulk/tail
 ESS >= 400, or its budget; record-level damcmc gets ``max_seconds=--records-seconds``), timed
@@ -118,6 +120,27 @@ def timed(model, rel, method, repeat=1, **opts):
     return wall, cpu, ess, rhat, post
 
 
+def timed_joint(model, rel, repeat, seed):
+    """:func:`timed` for the naive-Bayes JOINT table (``naive_bayes_table``; ``latent="counts"``
+    takes the class-by-feature margins since 26 Nov), the same default run until converged."""
+    from privpost.inference import _count_latent
+    from privpost.models import NaiveBayesLogLinear
+    from privpost.models._count_tables import naive_bayes_table
+
+    times, cpus = [], []
+    for _ in range(repeat):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t0 = time.perf_counter()
+            c0 = time.process_time()
+            law = naive_bayes_table(model, rel, NaiveBayesLogLinear)
+            post = _count_latent.run(law, model, rel, seed=seed, progress=False)
+            times.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
+    ess, rhat = diagnostics.worst(diagnostics.summarise(post.draws, cheap=True))
+    return float(np.median(times)), float(np.median(cpus)), ess, rhat, post
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ns", nargs="+", type=float, default=[1e2, 1e4, 1e5, 1e6, 1e8, 1e9])
@@ -126,6 +149,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--pairs", nargs="+", default=["bb", "hist10"])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-joint", action="store_true",
+                    help="nb: leave out the joint-table row (the latent before the margins)")
     a = ap.parse_args()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f} at start; numpy {np.__version__}")
@@ -148,6 +173,9 @@ def main():
             assert privpost.inference._count_latent.latent_of(post)[0] == "counts"
             base, base_cpu = ess / dt, ess / cpu
             rows.append(("damcmc (counts)", dt, cpu, ess, rh))
+            if pair == "nb" and not a.no_joint:
+                rows.append(("damcmc (joint table)",) + timed_joint(model, rel, a.repeat,
+                                                                    a.seed)[:4])
             if n <= a.records_max_n:
                 rows.append(("damcmc (records)",) + timed(model, rel, "damcmc", seed=a.seed,
                                                           latent="records", cores=1,

@@ -2,7 +2,9 @@
 cells): uniform pair moves (``_count_table.pair_sweep``, J per iteration, the previous default)
 against pair moves among occupied cells (``_count_occupied.occupied_sweep``, min(N, J) per
 iteration), and the other pieces of an iteration (theta update, log cell probabilities, two
-residual-shift moves). CPU time (``time.process_time``), so the figures do not depend on the
+residual-shift moves, and the law's default non-centred moves: the compiled quantile shift
+below ``16 J`` units, ``QUANTILE_WORK / (N + J)`` of them, since the MRF theta kernel was
+compiled). CPU time (``time.process_time``), so the figures do not depend on the
 machine's load; the median over ``--reps`` iterations after one warm iteration.
 
     python benchmarks/bench_mrf_occupied.py [--structures chain1,chain3,er] [--reps 5]
@@ -32,8 +34,9 @@ def main() -> None:
     ap.add_argument("--epsilon", type=float, default=1.0)
     a = ap.parse_args()
     print("| structure | N | occupied cells | uniform sweep (J moves) ms | occupied sweep "
-          "(min(N, J) moves) ms | ratio | theta update ms | log p ms | 2 shift moves ms |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "(min(N, J) moves) ms | ratio | theta update ms | log p ms | 2 shift moves ms | "
+          "default shift moves ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for kind in a.structures.split(","):
         srng = np.random.default_rng(1)
         cl = make_structure(kind, 10, srng)
@@ -47,7 +50,7 @@ def main() -> None:
             ch = law.chains([np.random.default_rng(5)], "data")[0]
             co = law.coords
             occ_n = int((ch.c > 0).sum())
-            t = {"uni": [], "occ": [], "upd": [], "lp": [], "shift": []}
+            t = {"uni": [], "occ": [], "upd": [], "lp": [], "shift": [], "dflt": []}
             for rep in range(a.reps + 1):
                 c0 = ch.c.copy()
                 p0 = time.process_time()
@@ -68,13 +71,22 @@ def main() -> None:
                 if ch.iw is not None:
                     ch._shift(True)
                 p5 = time.process_time()
+                if ch.iw is not None:                 # the chain's own non-centred moves
+                    if law.shift == "residual":
+                        ch._shift(True)
+                    elif getattr(ch, "ll", None) is not None:
+                        ch._quantile_shift_compiled(True)
+                    else:
+                        ch._quantile_shift(True)
+                p6 = time.process_time()
                 if rep:
-                    for k, v in zip(t, (p1 - p0, p2 - p1, p3 - p2, p4 - p3, p5 - p4)):
+                    for k, v in zip(t, (p1 - p0, p2 - p1, p3 - p2, p4 - p3, p5 - p4, p6 - p5)):
                         t[k].append(1e3 * v)
             m = {k: float(np.median(v)) for k, v in t.items()}
             print(f"| {kind} | {N:,} | {occ_n:,} | {m['uni']:.1f} | {m['occ']:.1f} "
                   f"({law.n_pairs:,} moves) | {m['uni'] / max(m['occ'], 1e-9):.1f}x | "
-                  f"{m['upd']:.1f} | {m['lp']:.1f} | {m['shift']:.1f} |", flush=True)
+                  f"{m['upd']:.2f} | {m['lp']:.2f} | {m['shift']:.1f} | {m['dflt']:.2f} "
+                  f"({law.n_shift} {law.shift}) |", flush=True)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ if OFFSET:
 STATISTICAL_MODULES = {
     "test_calibration", "test_cgm_checks", "test_compare", "test_compiled_more_moves",
     "test_compositional_ellipsoid", "test_compositional_methods", "test_compositional_release",
-    "test_cells_noisy_sizes", "test_count_collapsed", "test_count_moves",
+    "test_cells_noisy_sizes", "test_count_collapsed", "test_count_margins", "test_count_moves",
     "test_count_occupied", "test_count_sweep", "test_covariate_learned",
     "test_covariate_notes", "test_damcmc", "test_damcmc_compiled_interweave",
     "test_damcmc_counts", "test_dpremcmc_moves",
@@ -39,6 +39,7 @@ STATISTICAL_MODULES = {
     "test_hmm_until", "test_joint_releases", "test_mechanisms", "test_models", "test_mrf",
     "test_mrf_compiled", "test_naive_ops", "test_p5_prior_until", "test_penalty",
     "test_predictive", "test_randomized_response",
+    "test_count_mrf_loopy", "test_mrf_kernel", "test_declare", "test_hostile_inputs",
 }
 
 

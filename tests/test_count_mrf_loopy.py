@@ -14,6 +14,7 @@ release under a noise scale half the true one.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import warnings
 from types import SimpleNamespace
 
@@ -95,35 +96,49 @@ def test_loopy_mrf_counts_match_enumeration_on_the_junction_tree_path():
 
 def test_start_is_in_the_prior_range_on_a_loopy_structure():
     """The chains' start (``mrf_table``'s ``fit``) on a dense loopy structure (7 ternary nodes,
-    15 edges with many triangles, N = 10^3, eps = 0.5), whose noisy pairwise tables are outside
-    the marginal polytope: the identified part of the start's log-potentials stays below the
-    prior's typical norm (``|B' theta| < sigma sqrt(r)``). Wrong variant, the former start: the
-    ridge MLE fitted to the noisy tables themselves, whose identified log-potentials grow like
-    ``N x disagreement / ridge`` (here > ``3 sigma sqrt(r)``) -- §9's ER cell started there at
-    ``|B' theta| ~ 350`` and stayed (HMC acceptance 0.3 %, R-hat 1.84)."""
+    15 edges with many triangles, N = 10^3, eps = 0.5) whose noisy pairwise tables are outside
+    the marginal polytope: the identified part of the start's log-potentials stays within twice
+    the prior's typical norm (``|B' theta| < 2 sigma sqrt(r)``). Wrong variant, the former start:
+    the ridge MLE fitted to the noisy tables themselves, whose identified log-potentials grow like
+    ``N x disagreement / ridge`` (here > ``5 sigma sqrt(r)``) -- §9's ER cell started there at
+    ``|B' theta| ~ 350`` and stayed (HMC acceptance 0.3 %, R-hat 1.84).
+
+    The noise alone puts the tables outside the polytope at some seeds only (the former start's
+    norm was 0.4-15 typical norms over eight seeds), so the tables of the triangle (0, 1, 3) are
+    made to contradict each other at every seed: x0 and x1, x1 and x3 agree more often, x0 and
+    x3 less (+200 on the diagonal cells, -100 off it, against ~111 units a cell and Laplace
+    scale 60). Over eight seeds: the start 0.64-1.19 typical norms, the former start 24.7-30.1."""
     from privpost.inference.mrf_methods import fit_mle
 
+    # a fixed structure (drawn once with each pair kept at probability 0.6): the seeds move the
+    # true model, the records and the noise, never the graph
+    edges = [[0, 1], [0, 3], [0, 5], [0, 6], [1, 3], [1, 4], [1, 5], [2, 3], [2, 4], [2, 6],
+             [3, 4], [3, 5], [3, 6], [4, 5], [4, 6]]
     rng = np.random.default_rng(1)
-    edges = [[i, j] for i in range(7) for j in range(i + 1, 7) if rng.random() < 0.6]
-    assert len(edges) == 15
     model = CliqueMRF([3] * 7, edges, prior_sd=3.0)
     q = MarginalTables([3] * 7, edges)
     true = np.concatenate([np.log(rng.dirichlet(np.ones(9))) for _ in edges])
     x = model.simulate(model.unflatten(true), 1000, rng)
     rel = pp.release(x, query=q, mechanism=Laplace(epsilon=0.5), seed=12)
+    agree = np.where(np.eye(3, dtype=bool), 200.0, -100.0).ravel()
+    delta = np.zeros(q.dim)
+    for e, sign in (([0, 1], 1.0), ([1, 3], 1.0), ([0, 3], -1.0)):
+        o = model.offsets[edges.index(e)]
+        delta[o:o + 9] = sign * agree
+    rel = replace(rel, observed=rel.observed + delta)
     law = model.count_latent(rel)
     B = model.identified_basis()[0]
     typical = model.prior_sd * math.sqrt(B.shape[1])
     for k in range(3):
         th = model.flatten(law.fit(np.random.default_rng(k)))
-        assert np.linalg.norm(B.T @ th) < typical, (k, np.linalg.norm(B.T @ th), typical)
+        assert np.linalg.norm(B.T @ th) < 2 * typical, (k, np.linalg.norm(B.T @ th), typical)
     # the former start: the same smoothed tables, fitted as they are
     y = model.release_tables(q, rel.observed)
     y = np.maximum(y, 0.0) + float(rel.mechanism.scale)
     for o, size in zip(model.offsets, model.sizes):
         y[o:o + size] *= 1000 / y[o:o + size].sum()
     th_old = fit_mle(model, y, 1000.0, 1.0 / (2.0 * model.prior_sd ** 2))
-    assert np.linalg.norm(B.T @ th_old) > 3 * typical, np.linalg.norm(B.T @ th_old)
+    assert np.linalg.norm(B.T @ th_old) > 5 * typical, np.linalg.norm(B.T @ th_old)
 
 
 def _quantile_only(shift):

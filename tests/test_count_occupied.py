@@ -22,8 +22,8 @@ from scipy.special import gammaln
 
 import privpost as pp
 from privpost.errors import PrivpostError
-from privpost.inference._count_occupied import (OccupiedTable, n_pairs_for, occupied_sweep,
-                                                _n_pair_sets)
+from privpost.inference._count_occupied import (OccupiedTable, default_shift, n_pairs_for,
+                                                occupied_sweep, _n_pair_sets)
 from privpost.queries.marginal_tables import MarginalTables
 from privpost.mechanisms import Gaussian, Laplace
 from privpost.models import CliqueMRF
@@ -122,15 +122,20 @@ def test_pair_set_sizes():
 def test_mrf_table_uses_occupied_moves_and_the_shift_move():
     law = _law(3, Laplace(epsilon=2.0))
     assert isinstance(law, OccupiedTable)
-    assert law.n_pairs == n_pairs_for(8, 3) == 3 and law.n_shift == 2
+    # the compiled quantile shift: QUANTILE_WORK / (N + J) moves, between 2 and 40
+    assert law.n_pairs == n_pairs_for(8, 3) == 3 and law.n_shift == 40
     assert n_pairs_for(59049, 10**6) == 59049 and n_pairs_for(59049, 1000) == 1000
     post = pp.infer(CliqueMRF([2, 2, 2], CL, prior_sd=1.0), _release(), method="damcmc",
                     latent="counts", draws=50, warmup=50, chains=2, seed=0, progress=False)
     assert any("pair moves among occupied cells" in n for n in post.notes), post.notes
-    # N = 6 <= J = 8 records: the quantile shift (tests/test_count_mrf_loopy.py); above J units
-    # the residual shift
+    # N = 6 records: the quantile shift (tests/test_count_mrf_loopy.py), compiled for the MRF up
+    # to QUANTILE_UNITS_PER_CELL * J = 128 units; above, the residual shift
     assert any("quantile-shift" in n for n in post.notes), post.notes
-    assert law.shift == "quantile" and _law(9, Laplace(epsilon=2.0)).shift == "residual"
+    assert law.shift == "quantile" and _law(128, Laplace(epsilon=2.0)).shift == "quantile"
+    assert _law(129, Laplace(epsilon=2.0)).shift == "residual"
+    assert default_shift(8, 9, False) == "residual" and default_shift(8, 8, False) == "quantile"
+    assert default_shift(10**6, 10**6, True) == "quantile"
+    assert default_shift(10**3, 10**4 + 1, True) == "residual"
 
 
 def _release():

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 import privpost as pp
-from privpost.errors import IncompatibleError
 from privpost.mechanisms import DiscreteGaussian, DiscreteLaplace, Gaussian, Laplace
 from privpost.models import CliqueMRF, NaiveBayesLogLinear
 from privpost.models._count_tables import AUTO_RECORDS_PER_CELL, MAX_JOINT_CELLS
@@ -109,11 +108,30 @@ class _NoFeatureFactor(NaiveBayesLogLinear):
         return super().joint_log_probs({**params, **uniform}, dom)
 
 
+def _run_joint(model, rel, draws=3000, chains=4, seed=1):
+    """The joint-table latent (``naive_bayes_table``; ``latent="counts"`` takes the margins,
+    tests/test_count_margins.py) run by the count-level driver."""
+    from privpost.inference import _count_latent
+    from privpost.models._count_tables import naive_bayes_table
+
+    law = naive_bayes_table(model, rel, NaiveBayesLogLinear)
+    return _count_latent.run(law, model, rel, draws=draws, warmup=500, chains=chains,
+                             seed=seed, progress=False)
+
+
+def test_nb_joint_table_exact_by_enumeration():
+    model = nb_model()
+    rel = nb_release(MECHS["laplace"])
+    post = _run_joint(model, rel)
+    assert any("joint count table" in n for n in post.notes), post.notes
+    _check_exact(post, NBExact(model, [rel], len(NB_X)), NB_ENTRIES)
+
+
 def test_nb_counts_wrong_cell_probabilities_fail():
     model = _NoFeatureFactor(n_levels=[2, 2], n_classes=2, class_alpha=[1.0, 2.0],
                              feature_alpha=1.0)
     rel = nb_release(MECHS["laplace"])
-    post = _run(model, rel, "counts")
+    post = _run_joint(model, rel)
     ex = NBExact(model, [rel], len(NB_X))
     with pytest.raises(AssertionError):
         _check_exact(post, ex, NB_ENTRIES)
@@ -173,36 +191,40 @@ def test_nb_counts_agree_with_records_at_small_n():
     assert max(map(abs, _agree(pc, pw, entries))) > K_MCSE
 
 
-def test_nb_auto_picks_counts_when_n_is_large_against_the_table():
-    """auto: the joint table (8 cells) from n = AUTO_RECORDS_PER_CELL * 8 records on, the
-    records below; 'counts' forces the table; huge joint tables are refused (records)."""
+def test_nb_auto_picks_the_margins_at_every_n_and_the_joint_rule():
+    """latent="counts": the class-by-feature margins at any n (their size is additive in the
+    features; auto's rule: tests/test_count_margins.py); the joint table's own rule
+    (``law.auto`` from n = AUTO_RECORDS_PER_CELL * J on) is kept for direct use."""
+    from privpost.models._count_tables import naive_bayes_table
+
     model = nb_model()
     small = nb_release(MECHS["laplace"])                       # n = 4 < 8 * AUTO
-    assert model.count_latent(small) is not None and not model.count_latent(small).auto
+    assert not naive_bayes_table(model, small, NaiveBayesLogLinear).auto
     post = pp.infer(model, small, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
-                    progress=False)
-    assert not any("latent='counts'" in n for n in post.notes)
+                    progress=False, latent="counts")
+    assert any("latent='counts'" in n and "class-by-feature margins" in n
+               for n in post.notes)
     x = model.simulate(model.prior_sample(np.random.default_rng(0)),
                        AUTO_RECORDS_PER_CELL * 8, np.random.default_rng(1))
     rel = nb_release(MECHS["laplace"], x=x)
-    assert model.count_latent(rel).auto
-    post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
-                    progress=False)
-    assert any("latent='counts'" in n for n in post.notes)
-    assert any("joint count table" in n and f"(8 cells, n = {AUTO_RECORDS_PER_CELL * 8})" in n
-               for n in post.notes)
+    assert naive_bayes_table(model, rel, NaiveBayesLogLinear).auto
 
-def test_nb_refuses_huge_joint_tables():
-    # 2 classes x 12 features with 4 levels: 2 * 4^12 = 33.5 million joint cells -> records
+
+def test_nb_huge_joint_tables_run_on_margins():
+    # 2 classes x 12 features with 4 levels: 2 * 4^12 = 33.5 million joint cells (no joint
+    # table) but 2 * 48 = 96 margins
+    from privpost.models._count_tables import naive_bayes_table
+
     big = NaiveBayesLogLinear(n_levels=[4] * 12, n_classes=2)
     assert 2 * 4 ** 12 > MAX_JOINT_CELLS
     bq = NaiveBayesCounts(2, [4] * 12)
     bx = big.simulate(big.prior_sample(np.random.default_rng(0)), 5, np.random.default_rng(1))
     brel = pp.release(bx, query=bq, mechanism=Laplace(epsilon=1.0), seed=2)
-    assert big.count_latent(brel) is None
-    with pytest.raises(IncompatibleError, match="count table"):
-        pp.infer(big, brel, method="damcmc", draws=10, warmup=10, chains=1, progress=False,
-                 latent="counts")
+    assert naive_bayes_table(big, brel, NaiveBayesLogLinear) is None
+    assert big.count_latent(brel).M == 96
+    post = pp.infer(big, brel, method="damcmc", draws=10, warmup=10, chains=1,
+                    progress=False, latent="counts")
+    assert any("96 cells" in n for n in post.notes)
 
 
 # --------------------------------------------------------------------------- MRF

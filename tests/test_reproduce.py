@@ -55,6 +55,21 @@ def test_tiny_loglinear_report(monkeypatch, tmp_path):
     assert (tmp_path / "fig1b_acceptance.png").exists()
 
 
+def test_tiny_loglinear_report_on_the_margins(monkeypatch, tmp_path):
+    """--sampler counts: the count-level latent (class-by-feature margins) runs the Table 1
+    rows; Fig. 1b (record acceptance) is stated as not applicable instead of a nan table."""
+    _tiny(monkeypatch, "ju2022-loglinear", epsilon=(1.0, 10.0), replicates=2, draws=50,
+          warmup=50)
+    rep = R.reproduce("ju2022-loglinear", outdir=tmp_path, workers=1, progress=False,
+                      sampler="counts")
+    assert "class-by-feature margins" in rep.markdown and "--sampler counts" in rep.markdown
+    assert "Fig. 1b: not applicable" in rep.markdown and "nan" not in rep.markdown
+    assert len(rep.headline["coverage_90"]) == 10
+    assert not (tmp_path / "fig1b_acceptance.png").exists()
+    with pytest.raises(Exception, match="^sampler: 'counts' applies to ju2022-loglinear"):
+        R.reproduce("ju2022-regression", sampler="counts")
+
+
 def test_unknown_and_missing(monkeypatch):
     with pytest.raises(Exception, match="unknown reproduction"):
         R.reproduce("nope")
@@ -153,5 +168,6 @@ def test_sampler_option_selects_the_damcmc_rows_options():
 
     assert r._damcmc_opts(ctx("paper")) == {"interweave": False, "start": "prior"}
     assert r._damcmc_opts(ctx("default")) == {"fast_path": True}
+    assert r._damcmc_opts(ctx("counts")) == {"latent": "counts"}
     with pytest.raises(PrivpostError, match="^sampler:"):
         r.reproduce("ju2022-regression", sampler="fast")

@@ -223,7 +223,8 @@ def register(app: typer.Typer, handles_errors, console) -> None:
                                            "reproduction's fixed seed)."),
         progress: bool = typer.Option(True, help="Show a progress bar."),
         sampler: str = typer.Option("paper", help="damcmc rows: 'paper' (the papers' "
-                                    "centred sampler) or 'default' (the library's defaults)."),
+                                    "centred sampler), 'default' (the library's defaults) or "
+                                    "'counts' (ju2022-loglinear: the count-level latent)."),
         list_: bool = typer.Option(False, "--list", help="List the reproductions and exit."),
         as_json: bool = typer.Option(False, "--json", help="Print a JSON summary."),
     ):

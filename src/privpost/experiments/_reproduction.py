@@ -71,4 +71,7 @@ def _md_table(header: list[str], rows: list[list[Any]]) -> str:
 
 def _settings_md(ctx: _Ctx) -> str:
     items = ", ".join(f"{k} = {v}" for k, v in ctx.settings.items())
+    if ctx.sampler == "counts" and "draws" in ctx.settings:
+        items += (" (draws and warmup are the record samplers' lengths: `--sampler counts` "
+                  "runs until converged)")
     return f"Size **{ctx.size}**: {items}; root seed {ctx.seed}."

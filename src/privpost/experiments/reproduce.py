@@ -85,11 +85,18 @@ PAPER_DAMCMC = {"interweave": False, "start": "prior"}
 #: ``fast_path=True`` "auto" adds the non-centred move where it is compiled); the papers' chain
 #: lengths.
 DEFAULT_DAMCMC = {"fast_path": True}
+#: ``reproduce("ju2022-loglinear", sampler="counts")``: the count-level latent (the naive-Bayes
+#: class-by-feature margins, :mod:`privpost.inference._count_margins`), the papers' chain
+#: lengths, data starts.
+COUNTS_DAMCMC = {"latent": "counts"}
+#: Reproductions whose model declares a count-level latent (``sampler="counts"``).
+COUNTS_SAMPLER = ("ju2022-loglinear",)
 
 
 def _damcmc_opts(ctx: "_Ctx") -> dict:
     """The damcmc options of a reproduction's "damcmc" rows for ``ctx.sampler``."""
-    return dict(PAPER_DAMCMC) if ctx.sampler == "paper" else dict(DEFAULT_DAMCMC)
+    return dict({"paper": PAPER_DAMCMC, "default": DEFAULT_DAMCMC,
+                 "counts": COUNTS_DAMCMC}[ctx.sampler])
 
 
 def _familywise_ks_crit(R: int, cells: int, alpha: float = 0.05) -> float:
@@ -125,9 +132,15 @@ def _ju2022_loglinear(ctx: _Ctx) -> ReproductionReport:
     model = NaiveBayesLogLinear(n_levels=[3] * 5, n_classes=5, class_alpha=2.0, feature_alpha=2.0)
     query = NaiveBayesCounts(n_classes=5, n_levels=[3] * 5)
     truth = _loglinear_truth(model)
+    # --sampler counts: the count-level latent at the library's default length (run until
+    # every parameter has bulk/tail ESS >= 400 and split R-hat <= 1.01), as a user runs it;
+    # the papers' fixed 10,000 iterations are for the record samplers' rows
+    # (``draws=None``: the study's default 1,000 draws would otherwise apply)
+    length = ({"draws": None, "warmup": 1000} if ctx.sampler == "counts"
+              else {"draws": s["draws"], "warmup": s["warmup"]})
     res = _study(ctx, "damcmc", model, query, {"type": "laplace"},
-                 methods={"damcmc": {"method": "damcmc", "draws": s["draws"],
-                                     "warmup": s["warmup"], "chains": 1, **_damcmc_opts(ctx)}},
+                 methods={"damcmc": {"method": "damcmc", **length, "chains": 1,
+                                     **_damcmc_opts(ctx)}},
                  n=s["N"], epsilon=list(s["epsilon"]), replicates=s["replicates"], levels=(0.9,),
                  params=truth, parameters=("p",), mmd_reference=None,
                  figure_entries=[f"p[{i}]" for i in range(5)])
@@ -154,11 +167,17 @@ def _ju2022_loglinear(ctx: _Ctx) -> ReproductionReport:
     acc_rows = [[f"{e:g}", float(acc.loc[e, "accept_mean"]), float(acc.loc[e, "accept_min"]),
                  math.exp(-e), "yes" if acc.loc[e, "accept_mean"] >= math.exp(-e) else "no"]
                 for e in s["epsilon"]]
-    fig = _acceptance_figure(t, ctx.outdir / "fig1b_acceptance.png")
+    counts = ctx.sampler == "counts"
+    fig = None if counts else _acceptance_figure(t, ctx.outdir / "fig1b_acceptance.png")
     ess = t.groupby("epsilon")["ess_bulk"].median()
     md = [f"# Ju et al. (2022), naive-Bayes log-linear model: Table 1 and Fig. 1b",
           "",
-          "Source: seed 000 §4 (extract `000_damcmc.md` §4.1). Method: `damcmc` (Algorithm 1).",
+          "Source: seed 000 §4 (extract `000_damcmc.md` §4.1). Method: `damcmc` "
+          + ("on the count-level latent, the class-by-feature margins (`--sampler counts`: "
+             "exact, the same posterior as Algorithm 1's records; data starts; one chain per "
+             "release run until every parameter has bulk and tail ESS >= 400 and split R-hat "
+             "<= 1.01 -- the library's default length -- instead of the paper's 10,000 "
+             "iterations)." if counts else "(Algorithm 1)."),
           "",
           _settings_md(ctx),
           "",
@@ -188,20 +207,29 @@ def _ju2022_loglinear(ctx: _Ctx) -> ReproductionReport:
           "Median bulk ESS of p per chain by ε: "
           + ", ".join(f"{e:g}: {ess.loc[e]:.0f}" for e in s["epsilon"]) + ".",
           "",
-          "## Fig. 1b: record acceptance against the bound exp(−ε) (Prop. 3.1)",
-          "",
-          _md_table(["ε", "mean acceptance", "min per-sweep acceptance", "exp(−ε)",
-                     "mean ≥ bound"], acc_rows),
-          "",
-          "Mean: record acceptance averaged over a chain's sweeps, then over chains; min: the "
-          "smallest per-sweep fraction over all chains (the paper's orange points). Prop. 3.1 "
-          "bounds the acceptance *probability of every proposal*; a per-sweep fraction is an "
-          "average of N = 100 accept/reject outcomes, so it can fall below the bound by chance "
-          "when the bound is tiny (at ε = 10, exp(−10)·100 ≈ 0.005 expected acceptances per "
-          "sweep from the bound alone) without contradicting it (seed 000 pitfall 7).",
-          "",
-          f"![acceptance]({fig.name})",
-          "",
+          ] + (["## Fig. 1b: not applicable to the count-level latent",
+                "",
+                "`--sampler counts` imputes the class-by-feature margins, not the records: "
+                "there are no record proposals whose acceptance Prop. 3.1 bounds (the margins' "
+                "refresh acceptance is in each chain's notes). Fig. 1b is reproduced by the "
+                "record samplers (`--sampler paper` / `default`).",
+                ""] if counts else [
+              "## Fig. 1b: record acceptance against the bound exp(−ε) (Prop. 3.1)",
+              "",
+              _md_table(["ε", "mean acceptance", "min per-sweep acceptance", "exp(−ε)",
+                         "mean ≥ bound"], acc_rows),
+              "",
+              "Mean: record acceptance averaged over a chain's sweeps, then over chains; min: the "
+              "smallest per-sweep fraction over all chains (the paper's orange points). Prop. "
+              "3.1 bounds the acceptance *probability of every proposal*; a per-sweep fraction "
+              "is an average of N = 100 accept/reject outcomes, so it can fall below the bound "
+              "by chance when the bound is tiny (at ε = 10, exp(−10)·100 ≈ 0.005 expected "
+              "acceptances per sweep from the bound alone) without contradicting it (seed 000 "
+              "pitfall 7).",
+              "",
+              f"![acceptance]({fig.name})",
+              "",
+          ]) + [
           "## Figures",
           "",
           "![coverage](runs/damcmc/coverage_vs_epsilon.png)",
@@ -213,7 +241,7 @@ def _ju2022_loglinear(ctx: _Ctx) -> ReproductionReport:
           ]
     return ReproductionReport(ctx.name, ctx.size, ctx.outdir, ctx.outdir / "report.md",
                               "\n".join(md), tables={"coverage": cov.unstack(), "acceptance": acc},
-                              figures=[fig, *res.figures.values()],
+                              figures=[f for f in [fig, *res.figures.values()] if f is not None],
                               headline={"coverage_90": headline, "replicates": R,
                                         "flagged": flagged})
 
@@ -905,10 +933,11 @@ def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *
         As in :func:`~privpost.experiments.calibration.calibrate` (local processes or Dask).
     seed : int, optional
         Root seed (default: the reproduction's own fixed seed).
-    sampler : "paper" or "default"
+    sampler : "paper", "default" or "counts"
         The ``damcmc`` rows of seeds 000 and 003 ch. 5: the papers' sampler (centred updates,
         prior starts; default) or the library's defaults (non-centred moves, data starts, the
-        compiled driver where available) at the same chain lengths.
+        compiled driver where available) at the same chain lengths; ``"counts"``
+        (``ju2022-loglinear`` only): the count-level latent (the class-by-feature margins).
 
     Raises
     ------
@@ -924,8 +953,11 @@ def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *
         except MissingMethodError as exc:
             raise MissingMethodError(f"reproduction {name!r} needs method {m!r}, which is not "
                                      f"available yet: {exc}") from None
-    if sampler not in ("paper", "default"):
-        raise PrivpostError(f"sampler: must be 'paper' or 'default', got {sampler!r}")
+    if sampler not in ("paper", "default", "counts"):
+        raise PrivpostError(f"sampler: must be 'paper', 'default' or 'counts', got {sampler!r}")
+    if sampler == "counts" and name not in COUNTS_SAMPLER:
+        raise PrivpostError(f"sampler: 'counts' applies to {', '.join(COUNTS_SAMPLER)} (a model "
+                            f"with a count-level latent), not to {name!r}")
     size = "quick" if quick else "full"
     out = Path(outdir) if outdir is not None else Path("reproductions") / f"{name}-{size}"
     out.mkdir(parents=True, exist_ok=True)
@@ -935,7 +967,7 @@ def reproduce(name: str, quick: bool = True, outdir: str | Path | None = None, *
                sampler=sampler)
     report = rep.runner(ctx)
     cmd = f"privpost reproduce {name} --{size} --out {out}" + (
-        " --sampler default" if sampler == "default" else "")
+        f" --sampler {sampler}" if sampler != "paper" else "")
     text = report.markdown + f"\n\n---\nCommand: `{cmd}`" + "\n"
     report.report_path.write_text(text)
     report.markdown = text

@@ -191,6 +191,27 @@ class HMCStep:
             self.kept += 1
 
 
+#: With the compiled quantile shift (``loglinear`` tables), it is the default up to this many
+#: units per cell (and ``MAX_QUANTILE_UNITS`` units); the residual shift above. Measured on
+#: ``bench_counts``' mrf4 (J = 16): benchmarks/README.md, "CliqueMRF theta kernel compiled".
+QUANTILE_UNITS_PER_CELL = 16
+MAX_QUANTILE_UNITS = 10**4
+#: Compiled quantile-shift moves per iteration by default: ``QUANTILE_WORK / (N + J)`` (each
+#: move costs ``O(N + J m)``), between 2 and 40. On mrf4 at ``n = 10^2`` (2 theta steps):
+#: worst ESS per draw 0.61-0.68 with 40 moves, 0.46 with 20, 0.29 with 10, 0.11 with 2.
+QUANTILE_WORK = 4000
+
+
+def default_shift(J: int, N: int, compiled: bool) -> str:
+    """The non-centred move by default: ``"quantile"`` when ``N <= J`` (Python move) or, for a
+    compiled (log-linear) table, ``N <= min(QUANTILE_UNITS_PER_CELL J, MAX_QUANTILE_UNITS)``
+    when that is larger; ``"residual"`` otherwise (the quantile move costs ``O(N)`` a move)."""
+    lim = J
+    if compiled and N > J:
+        lim = max(J, min(QUANTILE_UNITS_PER_CELL * J, MAX_QUANTILE_UNITS))
+    return "quantile" if N <= lim else "residual"
+
+
 class OccupiedTable(CountTable):
     """A :class:`~privpost.inference._count_table.CountTable` of ONE Multinomial group (a joint
     table) whose pair moves run among occupied cells (:func:`occupied_sweep`), ``n_pairs``
@@ -217,14 +238,24 @@ class OccupiedTable(CountTable):
     * ``hmc_step`` (optional float): the theta update is an HMC step whose size each chain
       adapts during the warm-up (:class:`HMCStep`, starting from ``hmc_step``); ``update`` is
       then called as ``update(params, c, rng, step=HMCStep)`` and reads ``step.eps`` and
-      writes ``step.info["accept_prob"]``.
+      writes ``step.info["accept_prob"]`` (the mean over its steps when an update makes
+      ``hmc_steps`` of them, a number stated in the notes).
+
+    * ``loglinear`` (optional tuple ``(B, idx, sigma, flatten, unflatten)``): theta is a flat
+      ``(d,)`` vector of log-potentials (``params`` <-> flat by ``flatten(params)`` /
+      ``unflatten(theta)``), the log cell probabilities are
+      ``sum_a theta[idx[x, a]] - A(theta)``, the prior ``N(0, sigma^2 I)``, and the free
+      coordinates ``B' theta`` -- the CliqueMRF's table. The quantile-shift moves then run
+      compiled (:func:`privpost.inference._quantile_shift.quantile_shift_moves`, the same
+      move draw for draw).
 
     Parameters: those of :class:`CountTable` with ``groups`` and ``totals`` replaced by ``N``
-    (the public total) and ``anchor`` (int), and ``fit``, ``hmc_step``.
+    (the public total) and ``anchor`` (int), and ``fit``, ``hmc_step``, ``shift``
+    (``"quantile"``, ``"residual"``; default :func:`default_shift`), ``loglinear``.
     """
 
-    def __init__(self, *, N, anchor: int, n_pairs=None, n_shift: int = 2, fit=None,
-                 hmc_step=None, shift=None, **kw):
+    def __init__(self, *, N, anchor: int, n_pairs=None, n_shift=None, fit=None,
+                 hmc_step=None, hmc_steps: int = 1, shift=None, loglinear=None, **kw):
         J = kw["coords"].A.shape[1]
         anchor = int(anchor)
         if not 0 <= anchor < J:
@@ -233,6 +264,8 @@ class OccupiedTable(CountTable):
         if N < 0:
             raise PrivpostError(f"count table: the total N must be >= 0, got {N}")
         order = np.concatenate([np.delete(np.arange(J, dtype=np.int64), anchor), [anchor]])
+        shift_given = n_shift is not None
+        n_shift = 2 if n_shift is None else n_shift
         super().__init__(groups=[order], totals=[N], n_shift=n_shift,
                          n_pairs=n_pairs_for(J, N) if n_pairs is None else n_pairs, **kw)
         self.n_shift = 0
@@ -242,12 +275,16 @@ class OccupiedTable(CountTable):
                 self.n_shift = int(n_shift)
         self.fit = fit
         self.hmc_step = None if hmc_step is None else float(hmc_step)
+        self.hmc_steps = int(hmc_steps)
+        self.loglinear = loglinear
         if shift is None:
-            shift = "quantile" if N <= J else "residual"
+            shift = default_shift(J, N, loglinear is not None)
         if shift not in ("quantile", "residual", "quantile-wrong"):
             raise PrivpostError(f"count table: shift must be 'quantile' or 'residual', "
                                 f"got {shift!r}")
         self.shift = shift
+        if loglinear is not None and shift == "quantile" and self.n_shift and not shift_given:
+            self.n_shift = int(min(40, max(2, QUANTILE_WORK // (N + J))))
 
     def start(self, rng, start: str):
         """``(params, c)`` of one chain (the parent's, with ``fit`` for ``start="data"``)."""
@@ -268,7 +305,9 @@ class OccupiedTable(CountTable):
         hmc = [r.get("hmc_accept", math.nan) for r in results]
         if self.hmc_step is not None:
             eps = [r.get("hmc_eps", math.nan) for r in results]
-            moves += (f"; theta by HMC with the step adapted in the warm-up "
+            k = self.hmc_steps
+            moves += (f"; theta by HMC ({k} step{'s' if k > 1 else ''} per update) with the "
+                      f"step adapted in the warm-up "
                       f"({min(eps):.3g}-{max(eps):.3g}), acceptance after warm-up "
                       f"{min(hmc):.2f}-{max(hmc):.2f}")
         if self.n_shift:
@@ -290,6 +329,12 @@ class OccupiedTableChain(TableChain):
         self.pos = np.zeros(law.J, dtype=np.int64)
         self.moves = np.zeros(2)
         self.step = None if law.hmc_step is None else HMCStep(law.hmc_step)
+        self.ll = None
+        if law.loglinear is not None and self.iw is not None:
+            dim = self.iw.dim
+            self.ll = {"iw_f": np.array([self.iw.log_s, self.iw.target]),
+                       "iw_i": np.zeros(4, dtype=np.int64), "mean": np.zeros(dim),
+                       "m2": np.zeros((dim, dim)), "chol": np.eye(dim)}
 
     def _iterate(self, adapting: bool) -> None:
         law, co = self.law, self.law.coords
@@ -306,8 +351,28 @@ class OccupiedTableChain(TableChain):
         if self.iw is not None:
             if law.shift == "residual":
                 self._shift(adapting)
+            elif law.shift == "quantile" and self.ll is not None:
+                self._quantile_shift_compiled(adapting)
             else:
                 self._quantile_shift(adapting)
+
+    def _quantile_shift_compiled(self, adapting: bool) -> None:
+        """:meth:`_quantile_shift` for a log-linear table, compiled
+        (:func:`privpost.inference._quantile_shift.quantile_shift_moves`)."""
+        from privpost.inference._quantile_shift import quantile_shift_moves
+
+        law, co, st = self.law, self.law.coords, self.ll
+        B, idx, sigma, flatten, unflatten = law.loglinear
+        theta = np.array(flatten(self.params), dtype=np.float64)
+        i2, i3 = int(st["iw_i"][2]), int(st["iw_i"][3])
+        moved = quantile_shift_moves(theta, self.c, self.lp, B, idx, float(sigma), law.n_shift,
+                                     adapting, law.cell_ptr, law.cell_coord, law.cell_coef,
+                                     co.s, co.w, co.l2, self.r, self.r_new, st["iw_f"],
+                                     st["iw_i"], st["mean"], st["m2"], st["chol"], self.rng)
+        if moved:
+            self.params = unflatten(theta)
+        self.shift_prop += int(st["iw_i"][2]) - i2
+        self.shift_acc += int(st["iw_i"][3]) - i3
 
     def _quantile_shift(self, adapting: bool) -> None:
         """``n_shift`` quantile-shift (non-centred) moves: the count-level analogue of the record

@@ -1,9 +1,11 @@
 """The count tables the built-in discrete models declare for ``damcmc`` (issue 21; DESIGN §10):
 ``model.count_latent(release) -> CountLatent | None`` of BetaBernoulli (0/1 records: a 2-cell
 table, released by ``Sum`` / ``Mean``) and DirichletCategorical (a K-cell table, released by
-``Histogram``), NaiveBayesLogLinear (the joint table over (class, features), released by
-``NaiveBayesCounts``) and CliqueMRF (the joint table over all variables, released by
-``MarginalTables``), on one release or a ReleaseSet of several releases of the same records.
+``Histogram``), NaiveBayesLogLinear (the class-by-feature margins, released by
+``NaiveBayesCounts``: :func:`naive_bayes_margins`; its joint table over (class, features),
+:func:`naive_bayes_table`, targets the same posterior on a larger latent) and CliqueMRF (the
+joint table over all variables, released by ``MarginalTables``), on one release or a
+ReleaseSet of several releases of the same records.
 Joint tables have ``J = prod(levels)`` cells: at most :data:`MAX_JOINT_CELLS`, and
 ``latent="auto"`` takes them only from ``n >= AUTO_RECORDS_PER_CELL * J`` records on.
 
@@ -23,6 +25,8 @@ import numpy as np
 from scipy import special
 
 __all__ = ["table_releases", "bernoulli_table", "categorical_table", "naive_bayes_table",
+           "AUTO_MARGINS_RECORDS_PER_CELL",
+           "naive_bayes_margins",
            "mrf_table", "MAX_JOINT_CELLS", "AUTO_RECORDS_PER_CELL", "joint_domain", "joint_size"]
 
 
@@ -218,6 +222,12 @@ MAX_JOINT_CELLS = 65_536
 #: ``latent="counts"`` uses the table at any n.
 AUTO_RECORDS_PER_CELL = 4
 
+#: HMC steps of the CliqueMRF's theta update per iteration of the count-level chain (one dense
+#: table mass and one draw of the unidentified part shared by the steps:
+#: :class:`privpost.models._mrf_kernel.MRFThetaKernel`). Chosen by measurement: see
+#: benchmarks/README.md, "CliqueMRF theta kernel compiled".
+MRF_THETA_STEPS = 2
+
 
 def joint_size(levels) -> int:
     """``prod(levels)`` (stops counting past :data:`MAX_JOINT_CELLS`)."""
@@ -310,6 +320,59 @@ def naive_bayes_table(model, release, cls):
     return law
 
 
+def naive_bayes_margins(model, release, cls):
+    """The class-by-feature margins latent of a :class:`privpost.models.NaiveBayesLogLinear`
+    released by ``NaiveBayesCounts`` (one release or a ReleaseSet of them, any additive l1/l2
+    mechanism), or ``None``: ``m[k, i, j] = #(y = i, x_k = j)``, ``I sum_k J_k`` cells -- the
+    released vector's own true value, so the release map is one identity block per release
+    (:mod:`privpost.inference._count_margins`, which derives the law and the moves). Unlike the
+    joint table (:func:`naive_bayes_table`, ``I prod_k J_k`` cells) its size is additive in the
+    features; ``latent="auto"`` takes it from ``n >= AUTO_MARGINS_RECORDS_PER_CELL * M`` on
+    (at a few records per margin cell the record sweep is as cheap)."""
+    from privpost.inference._count_margins import MarginsLatent
+    from privpost.inference._count_table import Coordinates
+    from scipy import sparse
+
+    rels = table_releases(release)
+    if rels is None or not _faithful(model, cls):
+        return None
+    I, levels = model.n_classes, tuple(model.n_levels)
+    M = I * sum(levels)
+    for r in rels:
+        q = r.query
+        if getattr(q, "name", None) != "naive_bayes_counts" or int(q.n_classes) != I or \
+                tuple(int(j) for j in q.n_levels) != levels or int(q.dim) != M:
+            return None
+    n = int(rels[0].n)
+    coords = Coordinates.from_releases(rels, [sparse.identity(M, format="csc")] * len(rels))
+    rel0 = rels[0]
+    obs0 = np.asarray(rel0.observed, dtype=np.float64)
+    sc0 = np.broadcast_to(np.asarray(rel0.mechanism.scale, dtype=np.float64), obs0.shape)
+    l20 = np.full(M, rel0.mechanism.kernel == "l2")
+    sd0 = np.where(l20, sc0, sc0 * math.sqrt(2.0))
+    shape = ", ".join(f"{I}x{J}" for J in levels)
+    law = MarginsLatent(
+        names=list(model.param_shapes), shapes=model.param_shapes,
+        class_alpha=model.class_alpha, feature_alpha=model._alpha_flat, levels=levels, N=n,
+        coords=coords, prior_sample=model.prior_sample, start_release=(obs0, sd0, l20),
+        table=(f"class-by-feature margins m[k, i, j] = #(y = i, x_k = j) ({shape}: {M} cells, "
+               f"n = {n}); n ~ Multinomial(N, p), m[k, i, :] ~ Multinomial(n_i, q_k[i, :]) "
+               f"given n (theta integrated out in the moves: Dirichlet-multinomial); "
+               f"{_conditions(rels)}"))
+    law.auto = n >= AUTO_MARGINS_RECORDS_PER_CELL * M
+    return law
+
+
+#: ``latent="auto"`` takes the naive-Bayes margins (``M = I sum_k J_k`` cells) from
+#: ``n >= AUTO_MARGINS_RECORDS_PER_CELL * M`` records on, the records below. Measured on seed
+#: 000's model (M = 75, eps = 1; the default run of 4 chains until converged, worst ESS per
+#: CPU-s, records ``cores=1``, load ~6; benchmarks/README.md, "Naive Bayes on its margins"):
+#: margins / records 535 / 646 at n = 100 (1.3 M), 186 / 225 at 300 (4 M), 182 / 77 at 10^3
+#: (13 M). At Table 1's n = 100 the two latents cost about the same; ``latent="counts"``
+#: takes the margins at any n.
+AUTO_MARGINS_RECORDS_PER_CELL = 8
+
+
 def mrf_table(model, release, cls):
     """The joint table of a :class:`privpost.models.CliqueMRF` released by ``MarginalTables``
     (one release or a ReleaseSet of them, any cliques), or ``None``.
@@ -318,8 +381,10 @@ def mrf_table(model, release, cls):
     when ``J > MAX_JOINT_CELLS``); ``c ~ Multinomial(n, p_theta)``, ``log p_theta(x) = sum_C
     theta_C[x_C] - A(theta)``. ``A`` (the map, not the log-partition) adds cell ``x`` to the
     released count of ``x_C`` in every released clique table. Theta update: the model's kernel
-    given the model cliques' tables of ``c`` (:meth:`~privpost.models.CliqueMRF.update_counts`,
-    the same function of the same statistics as the record-level update) with a dense HMC mass
+    given the model cliques' tables of ``c`` (that of :meth:`~privpost.models.CliqueMRF.
+    update_counts`, compiled: :class:`privpost.models._mrf_kernel.MRFThetaKernel`,
+    :data:`MRF_THETA_STEPS` HMC steps per update, exact inference by enumeration or by the
+    model's junction tree) with a dense HMC mass
     matrix computed from ``c`` -- ``B' (N Cov_emp(t)) B + I / sigma^2``, the empirical
     covariance of the records' one-hot clique cells under the table (a function of the table
     the update conditions on, so the kernel keeps ``p(theta | c)`` invariant). Measured on §9's
@@ -333,8 +398,10 @@ def mrf_table(model, release, cls):
     noisy tables themselves are not fitted: on loopy graphs they lie outside the marginal
     polytope and their MLE far out in the prior's tail, EXPERIMENTS §9.7). Non-centred move in
     ``v = B' theta``, the coordinates of the identified subspace (the unidentified component is
-    held; unit Jacobian): the quantile shift when ``n <= J`` (units as inverse-CDF images of
-    uniforms held fixed), the residual shift above. Pair moves among occupied cells, ``min(n, J)`` per iteration
+    held; unit Jacobian): the quantile shift (units as inverse-CDF images of uniforms held
+    fixed; compiled, :mod:`privpost.inference._quantile_shift`) up to ``n <= max(J, min(16 J,
+    10^4))``, several moves per iteration (:func:`privpost.inference._count_occupied.
+    default_shift`), the residual shift above. Pair moves among occupied cells, ``min(n, J)`` per iteration
     (:class:`privpost.inference._count_occupied.OccupiedTable`: ``J = 3^10`` cells against
     ``n = 10^3`` records would otherwise spend almost every move on two empty cells)."""
     from privpost.inference._count_occupied import OccupiedTable
@@ -360,34 +427,30 @@ def mrf_table(model, release, cls):
     idx_r = np.ascontiguousarray(idx.ravel())
     m = idx.shape[1]
 
+    from privpost.inference._quantile_shift import loglinear_log_probs
+
+    idx = np.ascontiguousarray(idx)
+
     def log_probs(params):
-        lp = model.flatten(params)[idx].sum(axis=1)
-        top = lp.max()
-        return lp - (top + math.log(np.exp(lp - top).sum()))
+        lp = np.empty(J)
+        loglinear_log_probs(np.ascontiguousarray(model.flatten(params)), idx, lp)
+        return lp
 
     B = model.identified_basis()[0]
     from scipy import sparse
 
+    from privpost.models._mrf_kernel import MRFThetaKernel
+
     Am = sparse.csc_matrix((np.ones(J * m), (idx_r, np.repeat(np.arange(J), m))),
                            shape=(model.dim, J))        # the model's clique map (d, J)
-    prec = np.eye(B.shape[1]) / model.prior_sd ** 2
+    kernel = MRFThetaKernel(model, idx, n_steps=MRF_THETA_STEPS)
 
     def update(params, c, rng, step=None):
-        occ = np.flatnonzero(c > 0)
-        Ao = Am[:, occ]
-        counts = Ao @ c[occ]
-        if n > 0:
-            # the table's own information: N Cov_emp(t) = A diag(c) A' - (A c)(A c)' / N
-            H = (Ao.multiply(c[occ]) @ Ao.T).toarray() - np.outer(counts, counts) / n
-            L = np.linalg.cholesky(B.T @ H @ B + prec)
-        else:
-            L = None
-        if step is None:
-            return model.unflatten(model.update_counts(model.flatten(params), counts, float(n),
-                                                       rng, mass_chol=L))
-        return model.unflatten(model.update_counts(model.flatten(params), counts, float(n), rng,
-                                                   mass_chol=L, step_size=step.eps,
-                                                   info=step.info))
+        th, acc = kernel.update(model.flatten(params), c, rng,
+                                eps=None if step is None else step.eps)
+        if step is not None:
+            step.info["accept_prob"] = acc
+        return model.unflatten(th)
 
     def fit(rng):
         # a chain's start: the ridge MLE (ridge 1/(2 sigma^2), the prior's) of the first
@@ -435,7 +498,8 @@ def mrf_table(model, release, cls):
         names=list(model.names), shapes=model.param_shapes, N=n, anchor=anchor,
         coords=coords, log_probs=log_probs, update=update, prior_sample=model.prior_sample,
         log_prior=model.log_prior, free=(to_free, from_free, lambda params: 0.0), fit=fit,
-        hmc_step=model.step_size,
+        hmc_step=model.step_size, hmc_steps=MRF_THETA_STEPS,
+        loglinear=(np.ascontiguousarray(B), idx, model.prior_sd, model.flatten, model.unflatten),
         table=(f"joint count table c ~ Multinomial(n, p_theta) over the "
                f"{' x '.join(map(str, model.levels))} joint values ({J} cells, n = {n}); "
                f"{_conditions(rels)}"))

@@ -31,8 +31,9 @@ update is therefore
    (``lambda_k`` the eigenvalues of ``Cov_0`` on ``V``: the Hessian at ``theta = 0``),
    ``n_leapfrog`` steps of size ``step_size`` jittered uniformly by +-20 %, and a Metropolis
    correction. The mass matrix depends on ``N`` only, not on ``theta``, so the kernel is plain
-   (Euclidean) HMC. Cost per update: ``n_leapfrog + 1`` junction-tree calibrations, free of the
-   number of records except for counting them.
+   (Euclidean) HMC. Cost per update: ``n_leapfrog + 1`` exact inferences (enumeration or
+   junction tree), free of the number of records except for counting them; the step runs
+   compiled (:func:`privpost.models._mrf_kernel.hmc_update`).
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ class CliqueMRF(Model):
                 st[a] = st[a + 1] * self.levels[c[a + 1]]
             self._strides.append(st)
         self._basis = None
+        self._kernel = None         # the compiled kernel of update_counts (built on first use)
         # Small joint spaces: exact inference by enumeration (two small mat-vecs instead of a
         # junction-tree pass in Python; same numbers -- tests check both against each other).
         joint = float(np.prod(self.levels, dtype=np.float64))
@@ -303,61 +305,20 @@ class CliqueMRF(Model):
         ``"accept_prob"``, ``min(1, exp(H1 - H0))`` of this step (0 when the proposal is not
         finite)."""
         B, lam = self.identified_basis()
-        s = self.prior_sd
-        xi = rng.standard_normal(self.dim)
-        null = s * (xi - B @ (B.T @ xi))
-        z = B.T @ theta
         if mass_chol is None:
-            minv_d = 1.0 / (N * lam + 1.0 / s**2)          # inverse diagonal mass
-            p = rng.standard_normal(z.size) / np.sqrt(minv_d)
-
-            def kinetic(v):
-                return (v * v * minv_d).sum()
-
-            def drift(e, v):
-                return e * minv_d * v
+            L = np.diag(np.sqrt(N * lam + 1.0 / self.prior_sd ** 2))
         else:
-            from scipy.linalg import solve_triangular
-
             L = np.asarray(mass_chol, dtype=np.float64)
-            if L.shape != (z.size, z.size):
-                raise PrivpostError(f"mass_chol must be ({z.size}, {z.size}), got {L.shape}")
-            p = L @ rng.standard_normal(z.size)
-
-            def minv(v):
-                return solve_triangular(L, solve_triangular(L, v, lower=True), lower=True,
-                                        trans="T")
-
-            def kinetic(v):
-                return float(v @ minv(v))
-
-            def drift(e, v):
-                return e * minv(v)
-        eps = (self.step_size if step_size is None else float(step_size)) * \
-            rng.uniform(0.8, 1.2)
-
-        def logp_grad(z):
-            lp, g = self.log_posterior_counts(B @ z, counts, N)
-            return lp, B.T @ g + 0.0
-
-        # the prior term of log_posterior_counts uses ||Bz||^2 = ||z||^2: consistent
-        lp0, g = logp_grad(z)
-        h0 = lp0 - 0.5 * kinetic(p)
-        zn, pn = z.copy(), p.copy()
-        pn += 0.5 * eps * g
-        for step in range(self.n_leapfrog):
-            zn += drift(eps, pn)
-            lp1, g = logp_grad(zn)
-            if step < self.n_leapfrog - 1:
-                pn += eps * g
-        pn += 0.5 * eps * g
-        h1 = lp1 - 0.5 * kinetic(pn)
+            if L.shape != (B.shape[1], B.shape[1]):
+                raise PrivpostError(f"mass_chol must be ({B.shape[1]}, {B.shape[1]}), got "
+                                    f"{L.shape}")
+        if self._kernel is None:
+            from privpost.models._mrf_kernel import MRFThetaKernel
+            self._kernel = MRFThetaKernel(self)
+        th, acc = self._kernel.update_counts(theta, counts, N, L, rng, eps=step_size)
         if info is not None:
-            info["accept_prob"] = float(math.exp(min(0.0, h1 - h0))) if np.isfinite(h1) \
-                else 0.0
-        if np.isfinite(h1) and math.log(rng.random()) < h1 - h0:
-            z = zn
-        return B @ z + null
+            info["accept_prob"] = acc
+        return th
 
     def compiled_model(self):
         """Numba ``update``/``simulate`` for the compiled DA-MCMC path (joint spaces up to

@@ -200,12 +200,13 @@ class NaiveBayesLogLinear(SimplexLogRatioMove, Model):
             return np.log(flat)[self._joint_idx].sum(axis=1)
 
     def count_latent(self, release):
-        """The joint (class, features) count table for ``damcmc(latent="counts")`` on
-        ``NaiveBayesCounts`` releases (or a ReleaseSet of them); ``None`` (records) beyond
-        :data:`privpost.models._count_tables.MAX_JOINT_CELLS` cells
-        (:func:`privpost.models._count_tables.naive_bayes_table`)."""
-        from privpost.models._count_tables import naive_bayes_table
-        return naive_bayes_table(self, release, NaiveBayesLogLinear)
+        """The class-by-feature margins latent for ``damcmc`` on ``NaiveBayesCounts`` releases
+        (or a ReleaseSet of them; :func:`privpost.models._count_tables.naive_bayes_margins`).
+        The joint (class, features) table
+        (:func:`privpost.models._count_tables.naive_bayes_table`) targets the same posterior
+        on a latent ``prod J_k / sum J_k`` times larger."""
+        from privpost.models._count_tables import naive_bayes_margins
+        return naive_bayes_margins(self, release, NaiveBayesLogLinear)
 
     # -------------------------------------------------------------- densities
     def log_likelihood(self, params, records):

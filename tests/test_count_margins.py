@@ -1,0 +1,372 @@
+"""The clique-margins latent of naive Bayes (``privpost.inference._count_margins``; issue 21).
+
+Exact references, computed without privpost's samplers: the private posterior of a tiny naive
+Bayes (2 classes, 2 binary features, N = 4 records) by enumeration over all 330 JOINT tables
+(``tests/_count_tables_exact.py``: a finite mixture of conjugate Dirichlet posteriors), and the
+exact law of the margins ``p(m | s)`` by summing those joint tables' weights by their margins --
+so the Dirichlet-multinomial law of the margins the engine uses is checked, not assumed.
+Tolerances: |z| < K_MCSE from ESS-based Monte Carlo errors of means of bounded parameters,
+CDFs at exact quantiles and indicator frequencies (all with finite variances). Wrong variants
+that must fail: the refresh's ratio with the class-count term ``DM(n') / DM(n)`` added, and the
+pair moves with the Dirichlet-multinomial factor dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import privpost as pp
+from privpost.errors import PrivpostError
+from privpost.inference import _count_latent
+from privpost.inference._count_margins import MarginsLatent, default_moves, noise_ratio
+from privpost.mechanisms import DiscreteGaussian, Gaussian, Laplace
+from privpost.models import NaiveBayesLogLinear
+from privpost.models._count_tables import naive_bayes_margins, naive_bayes_table
+from privpost.queries import NaiveBayesCounts
+from privpost.releases.release import ReleaseSet
+
+from _count_tables_exact import NBExact, draws_of
+from _mrf_exact import compositions
+from test_damcmc import K_MCSE, _ess, z_cdf, z_mean
+from test_damcmc_counts_tables import _agree
+
+warnings.filterwarnings("ignore", category=FutureWarning)  # arviz refactor notice
+
+X4 = np.array([[0, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]])
+ENTRIES = [("p", 0), ("q1", 0, 0), ("q1", 1, 0), ("q2", 0, 1)]
+
+
+def tiny_model(feature_alpha=3.0):
+    # feature_alpha != 1: the Dirichlet-multinomial factor of the pair moves matters
+    return NaiveBayesLogLinear(n_levels=[2, 2], n_classes=2, class_alpha=[1.0, 2.0],
+                               feature_alpha=feature_alpha)
+
+
+def tiny_release(mech=None, seed=3, x=X4):
+    mech = Laplace(epsilon=2.0) if mech is None else mech          # b = 2K / eps = 2
+    return pp.release(x, query=NaiveBayesCounts(2, [2, 2]), mechanism=mech, seed=seed)
+
+
+def margins_law(model, releases, N):
+    """Exact ``p(m | s)`` as ``{margins tuple: probability}`` (joint-table enumeration summed
+    by margins), and the ``NBExact`` reference of theta."""
+    ex = NBExact(model, releases, N)
+    I, levels = model.n_classes, model.n_levels
+    dom = np.array(list(itertools.product(range(I), *[range(J) for J in levels])))
+    A = np.stack([releases[0].query.statistic(r[None]) for r in dom])   # (cells, M)
+    H = compositions(N, dom.shape[0])                                    # same order as NBExact
+    law = {}
+    for m, w in zip(map(tuple, (H @ A).astype(int)), ex.w):
+        law[m] = law.get(m, 0.0) + w
+    return law, ex
+
+
+def run_chains(law, iters, warm=300, seeds=(11, 12, 13, 14)):
+    """``(margins (chains, iters, M), results)``: the chain after each iteration."""
+    ms, res = [], []
+    for sd in seeds:
+        ch = law.chains([np.random.default_rng(sd)], "data")[0]
+        ch.run(warm, False)
+        out = np.empty((iters, law.M))
+        for t in range(iters):
+            ch.run(1, True)
+            out[t] = ch.c
+        ms.append(out)
+        res.append(ch.result())
+    return np.stack(ms), res
+
+
+def _freq_z(ind, p):
+    """(frequency of the indicator ``ind`` (chains, draws) - p) / MCSE."""
+    ess = _ess(ind) if ind.std() > 0 else ind.size
+    return (ind.mean() - p) / math.sqrt(p * (1 - p) / ess)
+
+
+def margins_zs(ms, law_exact, cells):
+    """z of ``P(sum of margins cells == v)`` for every value with exact probability in
+    (0.02, 0.98) of each listed cell set (e.g. ``[0, 1]``: the class-0 count)."""
+    zs = {}
+    keys = np.array(list(law_exact))
+    probs = np.array(list(law_exact.values()))
+    for name, idx in cells.items():
+        val = keys[:, idx].sum(1)
+        got = ms[..., idx].sum(-1)
+        for v in np.unique(val):
+            p = float(probs[val == v].sum())
+            if 0.02 < p < 0.98:
+                zs[(name, int(v))] = _freq_z((got == v).astype(float), p)
+    return zs
+
+
+def theta_zs(results, ex, entries):
+    zs = []
+    for e in entries:
+        d = np.stack([r[e[0]][(slice(None),) + tuple(e[1:])] for r in results])
+        zs.append(z_mean(d, ex.mean(e)))
+        zs += [z_cdf(d, ex.quantile(e, q), q) for q in (0.25, 0.75)]
+    return zs
+
+
+# margins cells: flat (k, i, j); class-0 count = row (feature 1, class 0) = cells 0, 1
+CELLS = {"n0": [0, 1], "m100": [0], "m110": [2], "m201": [5]}
+
+
+def _law(model, rel, **kw):
+    law = naive_bayes_margins(model, rel, NaiveBayesLogLinear)
+    for k, v in kw.items():
+        setattr(law, k, v)
+    return law
+
+
+@pytest.mark.parametrize("fa", [3.0, 0.6], ids=["collapsed", "given-q"])
+def test_chain_against_enumeration(fa):
+    """(a) the whole chain (pair moves + refresh + theta draws) against the exact p(m | s) and
+    p(theta | s); ``fa = 0.6``: rows moved given q (concentration < 1)."""
+    model = tiny_model(fa)
+    rel = tiny_release()
+    law = _law(model, rel)
+    assert law.collapsed_rows == (4 if fa >= 1 else 0)
+    exact, ex = margins_law(model, [rel], 4)
+    ms, res = run_chains(law, 4000)
+    zs = margins_zs(ms, exact, CELLS)
+    assert len(zs) >= 8
+    zt = theta_zs(res, ex, ENTRIES)
+    assert max(map(abs, zs.values())) < K_MCSE, zs
+    assert max(map(abs, zt)) < K_MCSE, zt
+
+
+def test_refresh_alone_against_enumeration():
+    """(b) the unit-refresh move ALONE (no pair moves) plus the theta draws: the exact law."""
+    model = tiny_model()
+    rel = tiny_release()
+    law = _law(model, rel, n_pairs=0, n_refresh=2, refresh_mean=2.0)
+    exact, ex = margins_law(model, [rel], 4)
+    ms, res = run_chains(law, 5000)
+    zs = margins_zs(ms, exact, CELLS)
+    assert max(map(abs, zs.values())) < K_MCSE, zs
+    zt = theta_zs(res, ex, ENTRIES)
+    assert max(map(abs, zt)) < K_MCSE, zt
+    acc = [r["refresh_accept"] for r in res]
+    assert 0.05 < min(acc) and max(acc) < 1.0
+
+
+def _wrong_release(model):
+    """The first noise seed from 3 on whose exact class-0 count law is far (total variation >
+    0.15) from the law the WRONG refresh targets (weights times DM(n)), so the wrong variant
+    fails at any seed offset."""
+    for seed in range(3, 80):
+        rel = tiny_release(seed=seed)
+        exact, _ = margins_law(model, [rel], 4)
+        pn = np.zeros(5)
+        for m, w in exact.items():
+            pn[m[0] + m[1]] += w
+        # the wrong chain's target multiplies p(m | s) by DM(n; N, a) / W ~ prod Gamma(a+n)/n!
+        a = model.class_alpha
+        dm = np.array([math.exp(math.lgamma(a[0] + k) - math.lgamma(k + 1) + math.lgamma(
+            a[1] + 4 - k) - math.lgamma(4 - k + 1)) for k in range(5)])
+        pw = pn * dm / (pn * dm).sum()
+        if 0.5 * np.abs(pw - pn).sum() > 0.15:
+            return rel, exact
+    pytest.fail("no noise seed separates the wrong refresh's target")
+
+
+def test_refresh_with_class_ratio_term_fails():
+    """(c) WRONG: the refresh's ratio times the class-count term DM(n') / DM(n)."""
+    model = tiny_model()
+    rel, exact = _wrong_release(model)
+    law = _law(model, rel, n_pairs=0, n_refresh=2, refresh_mean=2.0)
+    ms, _ = run_chains(law, 3000)
+    assert max(map(abs, margins_zs(ms, exact, {"n0": [0, 1]}).values())) < K_MCSE
+    law.wrong = 1
+    ms, _ = run_chains(law, 3000)
+    assert max(map(abs, margins_zs(ms, exact, {"n0": [0, 1]}).values())) > 2 * K_MCSE
+
+
+def _row_law(model, rel, n0):
+    """Exact p(m | n, s) of the rows at class counts (n0, 4 - n0) (margins enumeration)."""
+    exact, _ = margins_law(model, [rel], 4)
+    sub = {m: w for m, w in exact.items() if m[0] + m[1] == n0}
+    tot = sum(sub.values())
+    return {m: w / tot for m, w in sub.items()}
+
+
+def test_pair_moves_alone_and_dm_term_dropped_fails():
+    """(c) the pair moves alone (no refresh: class counts fixed at the start's) against the
+    exact conditional p(m | n, s); WRONG: the Dirichlet-multinomial factor dropped from the
+    collapsed conditional (concentrations 1 in the move, 6 in the model), which must fail."""
+    model = tiny_model(6.0)
+    rel = tiny_release(Laplace(epsilon=0.5))          # b = 8: the prior factor dominates
+    law = _law(model, rel, n_refresh=0, n_pairs=4)
+    ms, _ = run_chains(law, 3000)
+    n0 = ms[..., 0] + ms[..., 1]
+    assert np.all(n0 == n0[:, :1])      # every chain keeps its start's class counts
+    ok = []
+    for c in range(ms.shape[0]):        # each chain against the law at its own class counts
+        exact = _row_law(model, rel, int(n0[c, 0]))
+        ok.append(margins_zs(ms[c:c + 1], exact, {"m100": [0], "m201": [5], "m110": [2]}))
+    zs = [z for d in ok for z in d.values()]
+    assert len(zs) >= 4 and max(map(abs, zs)) < K_MCSE, ok
+    law.col_alpha = np.where(law.col_alpha > 0, 1.0, 0.0)       # DM factor dropped
+    ms, _ = run_chains(law, 3000)
+    bad = []
+    for c in range(ms.shape[0]):
+        exact = _row_law(model, rel, int(ms[c, 0, 0] + ms[c, 0, 1]))
+        bad += list(margins_zs(ms[c:c + 1], exact, {"m100": [0], "m201": [5],
+                                                    "m110": [2]}).values())
+    assert max(map(abs, bad)) > 2 * K_MCSE, bad
+
+
+def _margins_post(model, rel, **kw):
+    return pp.infer(model, rel, method="damcmc", progress=False, latent="counts", **kw)
+
+
+def test_agrees_with_records_and_joint_table_small_n():
+    """(d) N = 40: margins against record-level damcmc and the joint-table latent (both
+    directions); WRONG: the posterior of a 10x noisier release is told apart."""
+    model = NaiveBayesLogLinear(n_levels=[2, 3], n_classes=3, feature_alpha=1.5)
+    q = NaiveBayesCounts(3, [2, 3])
+    x = model.simulate(model.prior_sample(np.random.default_rng(7)), 40,
+                       np.random.default_rng(8))
+    rel = pp.release(x, query=q, mechanism=Laplace(epsilon=1.0), seed=9)
+    entries = [("p", 0), ("p", 2), ("q1", 1, 0), ("q2", 2, 1)]
+    pm = _margins_post(model, rel, draws=3000, warmup=500, chains=4, seed=1)
+    assert any("class-by-feature margins" in n for n in pm.notes), pm.notes
+    pr = pp.infer(model, rel, method="damcmc", draws=2000, warmup=500, chains=4, seed=2,
+                  progress=False, latent="records")
+    joint = naive_bayes_table(model, rel, NaiveBayesLogLinear)
+    pj = _count_latent.run(joint, model, rel, draws=2000, warmup=500, chains=4, seed=3,
+                           progress=False)
+    assert max(map(abs, _agree(pm, pr, entries))) < K_MCSE
+    assert max(map(abs, _agree(pm, pj, entries))) < K_MCSE
+    wide = pp.release(x, query=q, mechanism=Laplace(epsilon=0.1), seed=9)
+    pw = _margins_post(model, wide, draws=2000, warmup=500, chains=4, seed=2)
+    assert max(map(abs, _agree(pm, pw, entries))) > K_MCSE
+
+
+def test_large_n_agrees_with_joint_table():
+    """(e) N = 10^8 (seed 000's model, Laplace eps = 1): margins and the joint table agree."""
+    from privpost.models._count_tables import joint_domain
+    from privpost.releases.release import Release
+
+    model = NaiveBayesLogLinear(n_levels=[3] * 5, n_classes=5, class_alpha=2.0,
+                                feature_alpha=2.0)
+    q = NaiveBayesCounts(5, [3] * 5)
+    dom = joint_domain((5,) + (3,) * 5)
+    lp = model.joint_log_probs(model.prior_sample(np.random.default_rng(0)), dom)
+    pi = np.exp(lp - lp.max())
+    rng = np.random.default_rng(1)
+    c = rng.multinomial(10 ** 8, pi / pi.sum()).astype(float)
+    m = Laplace(epsilon=1.0).calibrate(q.sensitivity("l1"))
+    rel = Release(q, m, 10 ** 8, m.sample(np.asarray(q.t(dom, check=False)).T @ c, seed=rng))
+    pm = _margins_post(model, rel, draws=1500, warmup=300, chains=4, seed=1)
+    joint = naive_bayes_table(model, rel, NaiveBayesLogLinear)
+    pj = _count_latent.run(joint, model, rel, draws=1500, warmup=300, chains=4, seed=2,
+                           progress=False)
+    entries = [("p", 0), ("p", 3), ("q1", 0, 2), ("q5", 4, 1)]
+    assert max(map(abs, _agree(pm, pj, entries))) < K_MCSE
+    # WRONG: the joint table of another data set of the same size is told apart
+    c2 = np.random.default_rng(5).multinomial(10 ** 8, pi / pi.sum()).astype(float)
+    rel2 = Release(q, m, 10 ** 8, m.sample(np.asarray(q.t(dom, check=False)).T @ c2,
+                                           seed=np.random.default_rng(6)))
+    p2 = _margins_post(model, rel2, draws=1500, warmup=300, chains=4, seed=1)
+    assert max(map(abs, _agree(pm, p2, entries))) > 2 * K_MCSE
+
+
+@pytest.mark.parametrize("mech", [Gaussian(rho=2.0), DiscreteGaussian(rho=2.0)],
+                         ids=["gaussian", "discrete-gaussian"])
+def test_l2_mechanisms_and_release_set_exact(mech):
+    """Gaussian-family noise, and a ReleaseSet (Laplace + this mechanism): the whole chain's
+    theta against enumeration."""
+    model = tiny_model()
+    rels = [tiny_release(mech, seed=4), tiny_release(Laplace(epsilon=3.0), seed=5)]
+    post = _margins_post(model, ReleaseSet(rels), draws=3000, warmup=300, chains=4, seed=2)
+    ex = NBExact(model, rels, 4)
+    zs = [z_mean(draws_of(post, e), ex.mean(e)) for e in ENTRIES]
+    zs += [z_cdf(draws_of(post, e), ex.quantile(e, 0.5), 0.5) for e in ENTRIES]
+    assert max(map(abs, zs)) < K_MCSE, zs
+
+
+def test_defaults_notes_and_auto():
+    """auto takes the margins from n = AUTO_MARGINS_RECORDS_PER_CELL * M on (the records
+    below); notes state the latent and the public n; the default moves follow the noise
+    ratio."""
+    from privpost.models._count_tables import AUTO_MARGINS_RECORDS_PER_CELL as AUTO
+
+    model = tiny_model()
+    rel = tiny_release()
+    law = model.count_latent(rel)
+    assert isinstance(law, MarginsLatent) and not law.auto          # n = 4 < 8 M
+    post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
+                    progress=False)
+    assert _count_latent.latent_of(post)[0] == "records"
+    x = model.simulate(model.prior_sample(np.random.default_rng(0)), AUTO * 8,
+                       np.random.default_rng(1))
+    big = tiny_release(x=x)
+    assert model.count_latent(big).auto
+    assert _count_latent.latent_of(pp.infer(model, big, method="damcmc", draws=100, warmup=50,
+                                            chains=2, seed=0, progress=False))[0] == "counts"
+    post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
+                    progress=False, latent="counts")
+    assert _count_latent.latent_of(post)[0] == "counts"
+    note = [n for n in post.notes if "class-by-feature margins" in n][0]
+    assert "n = 4" in note and "conditions on the public n = 4" in note
+    assert any("unit-refresh" in n for n in post.notes)
+    # the prior start (theta from the prior, margins from the model) converges to the same
+    # posterior as the data start
+    ex = NBExact(model, [rel], 4)
+    pp_ = pp.infer(model, rel, method="damcmc", draws=2500, warmup=300, chains=4, seed=5,
+                   progress=False, latent="counts", start="prior")
+    zs = [z_mean(draws_of(pp_, e), ex.mean(e)) for e in ENTRIES]
+    assert max(map(abs, zs)) < K_MCSE, zs
+    assert default_moves(150.0, 75, 100, 20.0) == (10, 5)
+    assert default_moves(15.0, 75, 1000, 20.0) == (75, 50)
+    assert default_moves(1.5, 75, 10 ** 4, 20.0) == (75, 16)
+    assert default_moves(1e-4, 75, 10 ** 8, 20.0) == (10, 4)
+    assert noise_ratio(law.coords, 4, 8) == pytest.approx(2 * 2.0 ** 2 / 0.5)
+
+
+def test_swamping_noise_at_census_size_stays_bounded():
+    """N = 10^9 released with eps = 10^-4 (noise sd ~ 1.4e5 per count): the refresh's unit
+    count is capped (MAX_REFRESH_MEAN), so a short run takes seconds, not hours."""
+    import time
+
+    from privpost.inference._count_margins import MAX_REFRESH_MEAN
+    from privpost.releases.release import Release
+
+    model = tiny_model()
+    q = NaiveBayesCounts(2, [2, 2])
+    m = Laplace(epsilon=1e-4).calibrate(q.sensitivity("l1"))
+    N = 10 ** 9
+    true = np.array([3e8, 2e8, 1e8, 4e8, 1e8, 5e8, 4.5e8, 0.5e8])
+    rel = Release(q, m, N, m.sample(true, seed=np.random.default_rng(0)))
+    law = model.count_latent(rel)
+    assert law.refresh_mean == MAX_REFRESH_MEAN
+    t0 = time.perf_counter()
+    post = pp.infer(model, rel, method="damcmc", draws=100, warmup=50, chains=2, seed=0,
+                    progress=False)
+    assert time.perf_counter() - t0 < 60 and post.n_draws == 100
+
+
+def test_hostile_arguments_refused():
+    model = tiny_model()
+    law = _law(model, tiny_release())
+    base = dict(names=law.names, shapes=law.shapes, class_alpha=law.class_alpha,
+                feature_alpha=law.feature_alpha, levels=law.levels, N=4, coords=law.coords,
+                prior_sample=model.prior_sample, start_release=law.start_release, table="")
+    for bad in [dict(N=-1), dict(N=2.5), dict(N=True), dict(feature_alpha=np.zeros(8)),
+                dict(class_alpha=np.array([1.0, -1.0])), dict(levels=np.array([2, 3])),
+                dict(n_pairs=-1), dict(refresh_mean=0.5), dict(refresh_mean=float("nan")),
+                dict(refresh_mean=float("inf"))]:
+        with pytest.raises(PrivpostError):
+            MarginsLatent(**{**base, **bad})
+    # one record (the smallest public n): every refresh replaces the whole data set
+    rel1 = tiny_release(x=X4[:1])
+    post = _margins_post(model, rel1, draws=2000, warmup=200, chains=4, seed=0)
+    ex = NBExact(model, [rel1], 1)
+    zs = [z_mean(draws_of(post, e), ex.mean(e)) for e in ENTRIES]
+    assert max(map(abs, zs)) < K_MCSE, zs
