@@ -20,13 +20,14 @@ WRONG variants (must fail, |z| > 2 K_MCSE):
 
 * the step size set from the chain's current state instead of frozen (``log eps`` +-1 as
   ``a_0`` is above or below its posterior median): a state-dependent HMC step is not reversible
-  (max |z| 22.4-26.9 at the M = 1000 used below, seeds 0-7, against 0.95-2.12 for the frozen
-  step; eps adapted to 1.23-1.61);
-* (slow) the mass matrix evaluated at the current theta (``B' N Cov_theta(t) B + I``, a
+  (max |z| 21.9-26.8 at the M = 1000 used below, seeds 0-7, against 1.16-2.32 for the frozen
+  step; eps adapted to 1.23-1.65; measured on the compiled kernel of models/_mrf_kernel.py --
+  22.4-26.9 against 0.95-2.12 on the former Python kernel);
+* the mass matrix evaluated at the current theta (``B' N Cov_theta(t) B + I``, a
   Riemannian metric without its log-determinant term): update_counts' docstring requires a mass
-  that does not depend on theta, and this is why (max |z| 11.6-17.5 at M = 6000, seeds 0-3:
+  that does not depend on theta, and this is why (max |z| 10.7-17.0 at M = 6000, seeds 0-3:
   too close to 2 K_MCSE = 10 for "fails at any seed", so the test uses M = 15,000, where the
-  expected |z| is 1.6 times larger, 18-28).
+  expected |z| is 1.6 times larger, 17-27; 2 s with the compiled kernel).
 
 Not a wrong variant: continuing HMCStep's own Robbins--Monro adaptation into the kept
 iterations (gain ``5 t^-0.6``, diminishing) -- measured |z| <= 3.0 on chains of 2 x 2000 draws
@@ -148,9 +149,8 @@ def test_frozen_hmc_step_leaves_the_exact_posterior_invariant():
     assert np.max(np.abs(zw)) > 2 * K_MCSE, zw
 
 
-@pytest.mark.slow
 def test_hmc_mass_that_moves_with_theta_is_not_invariant():
-    """WRONG (slow): the mass matrix at the current theta breaks invariance; the same kernel
+    """WRONG: the mass matrix at the current theta breaks invariance; the same kernel
     with the mass frozen at theta = 0 passes."""
     model, counts = _model(), _counts()
     rng = np.random.default_rng(12)
