@@ -31,7 +31,7 @@ STATISTICAL_MODULES = {
     "test_covariate_notes", "test_damcmc", "test_damcmc_compiled_interweave",
     "test_damcmc_counts", "test_dpremcmc_moves",
     "test_damcmc_counts_tables", "test_hmm_counts", "test_hmm_shift", "test_hmm_sizes",
-    "test_hmm_split", "test_interop",
+    "test_hmm_split", "test_interop", "test_hmc_step",
     "test_damcmc_discrete_interweave",
     "test_damcmc_interweave", "test_damcmc_more_interweave", "test_damcmc_normal_interweave",
     "test_damcmc_until", "test_dirichlet_compiled_move", "test_dpapprox_until",

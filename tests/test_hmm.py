@@ -48,38 +48,51 @@ def _log_dirmult(S, beta):
             - gammaln(J * beta + S.sum()))
 
 
-def _enumerate(counts_options, K, alpha, beta, sizes):
+def _enumerate(counts_options, K, alpha, beta, sizes, total=None):
     """Exact posterior expectations of the label-invariant targets, one feature.
 
     ``counts_options``: per cell, a list of (count vector, log weight) -- the true-count
-    hypotheses and their log noise likelihood (+ log multinomial coefficient)."""
+    hypotheses and their log noise likelihood (+ log multinomial coefficient). ``total``: keep
+    only the combinations whose counts sum to it (cell sizes conditioned on a known total).
+    Returns ``same01``, ``same12`` (floats), ``theta_z0`` (J,) and ``counts`` (C arrays (J,)).
+
+    Vectorised over the ``M = prod_c len(counts_options[c])`` combinations of hypotheses (one
+    array pass per state path ``z``, ``K^C`` of them), the same sum as a loop over
+    ``(z, combination)`` pairs."""
     C = len(counts_options)
-    tot = 0.0
-    acc = {"same01": 0.0, "same12": 0.0, "theta_z0": None, "counts": [0.0] * C}
-    logw_all, items = [], []
+    cnts = [np.array([np.asarray(o[0], dtype=float) for o in opts]) for opts in counts_options]
+    lws = [np.array([float(o[1]) for o in opts]) for opts in counts_options]
+    grid = np.stack(np.meshgrid(*[np.arange(len(o)) for o in counts_options], indexing="ij"),
+                    axis=-1).reshape(-1, C)                      # (M, C) option indices
+    cnt = np.stack([cnts[c][grid[:, c]] for c in range(C)], axis=1)      # (M, C, J)
+    lw0 = sum(lws[c][grid[:, c]] for c in range(C))                      # (M,)
+    if total is not None:
+        keep = cnt.sum(axis=(1, 2)) == total
+        cnt, lw0 = cnt[keep], lw0[keep]
+    J = cnt.shape[2]
+
+    def log_dirmult(S):                     # _log_dirmult over the rows of S (M, J)
+        return (gammaln(J * beta) - J * gammaln(beta) + gammaln(beta + S).sum(axis=1)
+                - gammaln(J * beta + S.sum(axis=1)))
+
+    logw, same01, same12, th = [], [], [], []
     for z in itertools.product(range(K), repeat=C):
-        lpz = _log_polya_paths(np.array(z), K, alpha)
-        for choice in itertools.product(*[range(len(o)) for o in counts_options]):
-            cnt = [counts_options[c][i][0] for c, i in enumerate(choice)]
-            lw = lpz + sum(counts_options[c][i][1] for c, i in enumerate(choice))
-            for k in range(K):
-                S = sum((cnt[c] for c in range(C) if z[c] == k), np.zeros_like(cnt[0]))
-                lw += _log_dirmult(S, beta)
-            S0 = sum((cnt[c] for c in range(C) if z[c] == z[0]), np.zeros_like(cnt[0]))
-            th = (beta + S0) / (beta * S0.size + S0.sum())
-            logw_all.append(lw)
-            items.append((z, cnt, th))
-    logw = np.array(logw_all)
+        z = np.array(z)
+        lw = lw0 + _log_polya_paths(z, K, alpha)
+        for k in range(K):
+            lw = lw + log_dirmult(cnt[:, z == k].sum(axis=1))
+        S0 = cnt[:, z == z[0]].sum(axis=1)                               # (M, J)
+        logw.append(lw)
+        th.append((beta + S0) / (beta * J + S0.sum(axis=1, keepdims=True)))
+        same01.append(float(z[0] == z[1]))
+        same12.append(float(z[1] == z[2]))
+    logw = np.stack(logw)                                                # (K^C, M)
     w = np.exp(logw - logw.max())
     w /= w.sum()
-    for wi, (z, cnt, th) in zip(w, items):
-        tot += wi
-        acc["same01"] += wi * (z[0] == z[1])
-        acc["same12"] += wi * (z[1] == z[2])
-        acc["theta_z0"] = wi * th if acc["theta_z0"] is None else acc["theta_z0"] + wi * th
-        for c in range(C):
-            acc["counts"][c] = acc["counts"][c] + wi * cnt[c]
-    return acc
+    wz = w.sum(axis=1)                                                   # (K^C,)
+    return {"same01": float(wz @ np.array(same01)), "same12": float(wz @ np.array(same12)),
+            "theta_z0": np.einsum("zm,zmj->j", w, np.stack(th)),
+            "counts": [w.sum(axis=0) @ cnt[:, c] for c in range(C)]}
 
 
 def _mcse_z(samples, exact):
