@@ -212,3 +212,25 @@ def test_count_table_update_reads_the_step_and_reports_its_acceptance():
         assert 0.0 <= a <= 1.0
         draws[eps] = model.flatten(out)
     assert not np.allclose(draws[0.05], draws[1.5])   # the step size reached the kernel
+
+
+def test_update_counts_refuses_a_mass_factor_that_is_not_lower_triangular():
+    """``mass_chol`` must be a lower Cholesky factor: the kernel draws momenta as ``L xi`` and
+    computes the kinetic energy from the lower triangle only, so an upper-triangular (``L'``),
+    full or non-positive-diagonal matrix would silently give a wrong kernel."""
+    import numpy as np
+
+    from privpost.errors import PrivpostError
+    from privpost.models import CliqueMRF
+
+    model = CliqueMRF([2, 2], [[0], [1]], prior_sd=2.0)
+    r = model.identified_basis()[0].shape[1]
+    theta = np.zeros(model.dim)
+    counts = np.array([9.0, 1.0, 5.0, 5.0])
+    rng = np.random.default_rng(0)
+    good = np.linalg.cholesky(np.eye(r) * 3.0 + 0.5)
+    model.update_counts(theta, counts, 10.0, rng, mass_chol=good)        # accepted
+    for bad in (good.T, -good,
+                np.where(np.eye(r, dtype=bool), np.nan, good)):
+        with pytest.raises(PrivpostError, match="mass_chol"):
+            model.update_counts(theta, counts, 10.0, rng, mass_chol=bad)

@@ -312,6 +312,12 @@ class CliqueMRF(Model):
             if L.shape != (B.shape[1], B.shape[1]):
                 raise PrivpostError(f"mass_chol must be ({B.shape[1]}, {B.shape[1]}), got "
                                     f"{L.shape}")
+            # the kernel draws momenta as L xi and reads only L's lower triangle for the
+            # kinetic energy: an upper part or a non-positive diagonal would be a wrong kernel
+            d = np.diag(L)
+            if np.any(np.triu(L, 1) != 0) or not np.all(np.isfinite(L)) or np.any(d <= 0):
+                raise PrivpostError("mass_chol must be a lower-triangular Cholesky factor with "
+                                    "a positive diagonal (finite entries, zeros above it)")
         if self._kernel is None:
             from privpost.models._mrf_kernel import MRFThetaKernel
             self._kernel = MRFThetaKernel(self)
