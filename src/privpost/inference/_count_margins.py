@@ -109,6 +109,7 @@ from numba import njit
 from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_table import log_eta, pair_sweep_c, residuals
+from privpost.models._numeric import log_space_dirichlet
 
 __all__ = ["MarginsLatent", "margins_iterations", "refresh_move", "default_refresh_mean",
            "default_moves", "noise_ratio", "data_margins"]
@@ -336,6 +337,12 @@ def _dir_fill(alpha, c, st, ln, out, lout, rng):
         x = rng.standard_gamma(alpha[st + j] + c[st + j])
         out[st + j] = x
         tot += x
+    if not tot > 0.0:           # every gamma underflowed (tiny concentrations): in log space
+        conc = np.empty(ln)
+        for j in range(ln):
+            conc[j] = alpha[st + j] + c[st + j]
+        log_space_dirichlet(conc, out[st:st + ln], rng)
+        tot = 1.0
     for j in range(ln):
         out[st + j] /= tot
         lout[st + j] = math.log(out[st + j]) if out[st + j] > 0.0 else -np.inf

@@ -53,6 +53,7 @@ from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_moves import _lgamma_diff, pair_move_c
 from privpost.inference._damcmc_fast import _iw_adapt
 from privpost.inference._kernels import weights_for
+from privpost.models._numeric import log_space_dirichlet
 
 __all__ = ["CountTable", "Coordinates", "pair_sweep", "pair_sweep_c",
            "residuals", "log_eta", "shift_log_ratio",
@@ -387,6 +388,17 @@ def _dirichlet_draw(c, alpha, grp_ptr, grp_cells, p, lp, rng):
             x = rng.standard_gamma(alpha[j] + c[j])
             p[j] = x
             tot += x
+        if not tot > 0.0:       # every gamma underflowed (tiny concentrations): in log space
+            ln = grp_ptr[g + 1] - grp_ptr[g]
+            conc = np.empty(ln)
+            draw = np.empty(ln)
+            for q in range(ln):
+                j = grp_cells[grp_ptr[g] + q]
+                conc[q] = alpha[j] + c[j]
+            log_space_dirichlet(conc, draw, rng)
+            for q in range(ln):
+                p[grp_cells[grp_ptr[g] + q]] = draw[q]
+            tot = 1.0
         for q in range(grp_ptr[g], grp_ptr[g + 1]):
             j = grp_cells[q]
             p[j] = p[j] / tot

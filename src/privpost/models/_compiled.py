@@ -525,6 +525,10 @@ def naive_bayes(n_classes: int, levels: tuple, class_alpha: np.ndarray, alpha_fl
                     s = 0.0
                     for j in range(J[kk]):
                         s += theta[st + j]
+                    if not s > 0.0:     # every gamma underflowed (tiny concentrations)
+                        nm.log_space_dirichlet(cells[st - I:st - I + J[kk]],
+                                               theta[st:st + J[kk]], rng)
+                        s = 1.0
                     for j in range(J[kk]):
                         theta[st + j] /= s
             s = 0.0
@@ -532,6 +536,9 @@ def naive_bayes(n_classes: int, levels: tuple, class_alpha: np.ndarray, alpha_fl
                 g = rng.standard_gamma(cls[y])
                 theta[y] = g
                 s += g
+            if not s > 0.0:
+                nm.log_space_dirichlet(cls, theta[:I], rng)
+                s = 1.0
             for y in range(I):
                 theta[y] /= s
 

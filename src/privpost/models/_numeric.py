@@ -4,7 +4,8 @@ regression sufficient statistics).
 The kernels are plain loops over small matrices compiled with Numba (cached on disk). The model
 modules import this module lazily, on the first call that needs it, so ``import privpost.models``
 does not import Numba. All randomness is drawn by the caller from its ``numpy.random.Generator``
-and passed in, so the kernels are deterministic.
+and passed in, so the kernels are deterministic -- except :func:`log_space_dirichlet`, the
+fallback of the compiled Dirichlet draws, which draws from the generator it is given.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 from numba import njit
 
 __all__ = ["chol_lower", "gauss_from_precision", "inv_wishart_bartlett", "regression_stats",
-           "reg_update_known", "reg_update_nig", "reg_update_indep", "niw_update"]
+           "reg_update_known", "reg_update_nig", "reg_update_indep", "niw_update",
+           "log_space_dirichlet"]
 
 _jit = njit(cache=True, nogil=True)
 
@@ -312,3 +314,29 @@ def nb_simulate(p, tables, off, J, u, out):
             while j < J[k] - 1 and cq[k, y, j] <= v:
                 j += 1
             out[r, k + 1] = j
+
+
+@_jit
+def log_space_dirichlet(conc, out, rng):
+    """``out ~ Dirichlet(conc)`` (both ``(k,)``) drawn in log space, for concentrations so small
+    that every ``Gamma(conc_j)`` draw of a gamma normalisation can underflow to 0 (then the
+    normalisation divides 0 by 0): ``G_j = G'_j U_j^(1 / conc_j)`` with ``G'_j ~ Gamma(conc_j + 1)``
+    and ``U_j ~ U(0, 1)`` is ``Gamma(conc_j)``, and ``log G_j`` does not underflow; the draws are
+    then normalised by their largest log. Exact: the same law as the gamma normalisation
+    (``models._dirichlet_rows`` does the same in NumPy). Cells with ``conc_j <= 0`` get 0."""
+    k = conc.shape[0]
+    top = -np.inf
+    for j in range(k):
+        a = conc[j]
+        if a > 0.0:
+            out[j] = math.log(rng.standard_gamma(a + 1.0)) + math.log1p(-rng.random()) / a
+            if out[j] > top:
+                top = out[j]
+        else:
+            out[j] = -np.inf
+    tot = 0.0
+    for j in range(k):
+        out[j] = math.exp(out[j] - top) if out[j] > -np.inf else 0.0
+        tot += out[j]
+    for j in range(k):
+        out[j] /= tot
