@@ -173,7 +173,16 @@ MAX_REFRESH_MEAN = 1_000.0
 MAX_REFRESH_UNITS = 20_000
 
 
-def default_refresh_mean(w, l2, per_unit: int, N: int) -> float:
+def refresh_mean_capped(w, l2, per_unit: int, N: int) -> bool:
+    """Whether :func:`default_refresh_mean` is held at :data:`MAX_REFRESH_MEAN` below its rule
+    (noise large against a unit's effect on a data set larger than the cap): the refresh then
+    moves the class counts in steps too small for the noise, and the joint table mixes better
+    (review of 26 Nov: N = 10^7, Laplace b = 100 / 300, worst ESS per CPU-s 117 / 19 on the
+    margins against 583 / 668 on the joint table)."""
+    return default_refresh_mean(w, l2, per_unit, N, cap=math.inf) > MAX_REFRESH_MEAN
+
+
+def default_refresh_mean(w, l2, per_unit: int, N: int, cap: float = MAX_REFRESH_MEAN) -> float:
     """Mean ``mu`` of the refreshed-unit count ``k`` (``k = min(N, 1 + Geometric(mean mu -
     1))``), fixed from public quantities (the noise scales; never the state).
 
@@ -188,7 +197,7 @@ def default_refresh_mean(w, l2, per_unit: int, N: int) -> float:
         return 1.0
     h = float(np.mean(np.where(l2, 2.0 * w, w * w)))
     mu = REFRESH_TARGET / (2.0 * max(per_unit, 1) * max(h, 1e-300))
-    return float(min(max(mu, 1.0), max(N, 1), MAX_REFRESH_MEAN))
+    return float(min(max(mu, 1.0), max(N, 1), cap))
 
 
 # ============================================================================================
@@ -502,6 +511,9 @@ class MarginsLatent(CountLatent):
         per_unit = int(np.diff(coords.A.indptr).sum()) // M * K if M else 0
         self.refresh_mean = (default_refresh_mean(coords.w, coords.l2, per_unit, self.N)
                              if refresh_mean is None else float(refresh_mean))
+        #: the default refresh is held at its cap (:func:`refresh_mean_capped`)
+        self.refresh_capped = refresh_mean is None and \
+            refresh_mean_capped(coords.w, coords.l2, per_unit, self.N)
         if not 1.0 <= self.refresh_mean < math.inf:
             raise PrivpostError(f"margins latent: refresh_mean must be a finite number >= 1, "
                                 f"got {refresh_mean!r}")

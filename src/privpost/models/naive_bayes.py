@@ -204,9 +204,21 @@ class NaiveBayesLogLinear(SimplexLogRatioMove, Model):
         (or a ReleaseSet of them; :func:`privpost.models._count_tables.naive_bayes_margins`).
         The joint (class, features) table
         (:func:`privpost.models._count_tables.naive_bayes_table`) targets the same posterior
-        on a latent ``prod J_k / sum J_k`` times larger."""
-        from privpost.models._count_tables import naive_bayes_margins
-        return naive_bayes_margins(self, release, NaiveBayesLogLinear)
+        on a latent ``prod J_k / sum J_k`` times larger; it is returned instead where the
+        margins' unit refresh would be held at its cap
+        (:func:`privpost.inference._count_margins.refresh_mean_capped`: noise large against a
+        unit's effect on a data set larger than the cap) and the joint table is admitted
+        (at most ``MAX_JOINT_CELLS`` cells, ``n >= 4 J``)."""
+        from privpost.models._count_tables import naive_bayes_margins, naive_bayes_table
+        law = naive_bayes_margins(self, release, NaiveBayesLogLinear)
+        if law is not None and getattr(law, "refresh_capped", False):
+            # noise large against a unit's effect on a large data set: the margins' refresh is
+            # held at its cap and mixes slowly; the joint table, where it is small enough and
+            # its own records-per-cell rule holds, mixes better (same exact posterior)
+            joint = naive_bayes_table(self, release, NaiveBayesLogLinear)
+            if joint is not None and joint.auto:
+                return joint
+        return law
 
     # -------------------------------------------------------------- densities
     def log_likelihood(self, params, records):
