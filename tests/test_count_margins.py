@@ -444,9 +444,10 @@ def test_auto_keeps_the_joint_table_where_the_refresh_would_be_capped():
     N = 10**7
     s = np.round(np.array([.06, .24, .42, .28, .03, .09, .18, .35, .175, .175]) * N)
     model = NaiveBayesLogLinear(n_levels=[2, 3], n_classes=2)
-    for b, kind in ((300.0, CountTable), (1.0, MarginsLatent)):
+    for b, n, kind in ((300.0, N, CountTable), (1.0, N, MarginsLatent),
+                       (300.0, 900, MarginsLatent)):      # 900 units: under the cap
         rel = pp.Release(query=q, mechanism=Laplace(scale=b).calibrate(q.sensitivity("l1")),
-                         observed=s, n=N)
+                         observed=s * n / N, n=n)
         law = model.count_latent(rel)
-        assert isinstance(law, kind), (b, type(law))
+        assert isinstance(law, kind), (b, n, type(law))
         assert isinstance(law, MarginsLatent) or "joint count table" in law.table

@@ -179,7 +179,8 @@ def refresh_mean_capped(w, l2, per_unit: int, N: int) -> bool:
     moves the class counts in steps too small for the noise, and the joint table mixes better
     (review of 26 Nov: N = 10^7, Laplace b = 100 / 300, worst ESS per CPU-s 117 / 19 on the
     margins against 583 / 668 on the joint table)."""
-    return default_refresh_mean(w, l2, per_unit, N, cap=math.inf) > MAX_REFRESH_MEAN
+    return N > MAX_REFRESH_MEAN and \
+        default_refresh_mean(w, l2, per_unit, N, cap=math.inf) > MAX_REFRESH_MEAN
 
 
 def default_refresh_mean(w, l2, per_unit: int, N: int, cap: float = MAX_REFRESH_MEAN) -> float:
