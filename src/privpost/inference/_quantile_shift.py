@@ -30,6 +30,7 @@ from numba import njit
 
 from privpost.inference._count_table import log_eta, residuals
 from privpost.inference._damcmc_fast import _iw_adapt
+from privpost.models._mrf_kernel import cell_log_potentials
 
 __all__ = ["loglinear_log_probs", "quantile_shift_moves"]
 
@@ -37,15 +38,8 @@ __all__ = ["loglinear_log_probs", "quantile_shift_moves"]
 @njit(cache=True, nogil=True)
 def loglinear_log_probs(theta, idx, lp):
     """``lp (J,)``: the normalised log cell probabilities ``sum_a theta[idx[x, a]] - A``."""
-    J, m = idx.shape
-    mx = -np.inf
-    for x in range(J):
-        v = 0.0
-        for a in range(m):
-            v += theta[idx[x, a]]
-        lp[x] = v
-        if v > mx:
-            mx = v
+    J = idx.shape[0]
+    mx = cell_log_potentials(theta, idx, lp)
     tot = 0.0
     for x in range(J):
         tot += math.exp(lp[x] - mx)

@@ -44,7 +44,8 @@ import math
 import numpy as np
 from numba import njit
 
-__all__ = ["MRFThetaKernel", "jt_arrays", "marginals_compiled", "model_idx"]
+__all__ = ["MRFThetaKernel", "cell_log_potentials", "jt_arrays", "marginals_compiled",
+           "model_idx"]
 
 
 # ============================================================================================
@@ -52,10 +53,10 @@ __all__ = ["MRFThetaKernel", "jt_arrays", "marginals_compiled", "model_idx"]
 # ============================================================================================
 
 @njit(cache=True, nogil=True)
-def _enum_marginals(theta, idx, mu):
-    """Enumeration: writes the clique marginals into ``mu (d,)``; returns ``A(theta)``."""
+def cell_log_potentials(theta, idx, lp):
+    """``lp (J,)``: the unnormalised log probability ``sum_a theta[idx[x, a]]`` of every joint
+    value ``x``; returns their maximum (for a stable log-sum-exp)."""
     J, m = idx.shape
-    lp = np.empty(J)
     mx = -np.inf
     for x in range(J):
         v = 0.0
@@ -64,6 +65,15 @@ def _enum_marginals(theta, idx, mu):
         lp[x] = v
         if v > mx:
             mx = v
+    return mx
+
+
+@njit(cache=True, nogil=True)
+def _enum_marginals(theta, idx, mu):
+    """Enumeration: writes the clique marginals into ``mu (d,)``; returns ``A(theta)``."""
+    J, m = idx.shape
+    lp = np.empty(J)
+    mx = cell_log_potentials(theta, idx, lp)
     tot = 0.0
     for x in range(J):
         lp[x] = math.exp(lp[x] - mx)
