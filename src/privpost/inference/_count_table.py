@@ -52,7 +52,7 @@ from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_moves import _lgamma_diff, pair_move_c
 from privpost.inference._damcmc_fast import _iw_adapt
-from privpost.inference._kernels import weights_for
+from privpost.inference._kernels import log_eta_change, weights_for
 from privpost.models._numeric import log_space_dirichlet
 
 __all__ = ["CountTable", "Coordinates", "pair_sweep", "pair_sweep_c",
@@ -357,8 +357,10 @@ def shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord, cell_coef, s, w,
     """``log [prod_g Mult(c_new | lp_new) eta(s | A c_new)] - log [... (c | lp) ...]``; ``-inf`` if
     a cell of ``c_new`` is negative. Cancellation-free at ``N ~ 1e9``: the multinomial part is
     ``sum_j c_j (lp'_j - lp_j) + (c'_j - c_j) lp'_j - [lgamma(c'_j + 1) - lgamma(c_j + 1)]``
-    (the ``lgamma(N_g + 1)`` terms cancel). ``r`` (d,) is filled with ``s - A c``, ``r_new`` with
-    ``s - A c_new``."""
+    (the ``lgamma(N_g + 1)`` terms cancel), and the noise part from the residuals
+    (:func:`privpost.inference._kernels.log_eta_change`; not ``log_eta(r_new) - log_eta(r)``,
+    which cancels when ``s`` is far from every feasible table). ``r`` (d,) is filled with
+    ``s - A c``, ``r_new`` with ``s - A c_new``."""
     out = 0.0
     for j in range(c.shape[0]):
         cn = c_new[j]
@@ -372,7 +374,7 @@ def shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord, cell_coef, s, w,
             out -= _lgamma_diff(co + 1.0, cn - co)
     residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
     residuals(c_new, cell_ptr, cell_coord, cell_coef, s, r_new)
-    out += log_eta(r_new, w, l2) - log_eta(r, w, l2)
+    out += log_eta_change(r, r_new, w, l2)
     if out != out:
         return -np.inf
     return out
