@@ -105,14 +105,16 @@ def noise_change(r, d, w, l2):
 
 
 @njit(cache=True, nogil=True)
-def log_eta_change(r, r_new, w, l2):
-    """``sum_m log eta_m(r_new[m]) - log eta_m(r[m])`` from the residuals before (``r``) and
-    after (``r_new``) a move, all ``(d,)`` (``w`` weights, ``l2`` bool kernel family): each
-    coordinate by :func:`noise_change` with ``d = r - r_new`` (exact when the two residuals are
-    ``s`` minus integer sums, as on the count paths)."""
+def log_eta_change(r, dr, w, l2):
+    """``sum_m log eta_m(r[m] - dr[m]) - log eta_m(r[m])``: the change of the noise log-density
+    when the released statistic moves by ``dr`` from residuals ``r = s - a``, all ``(d,)``
+    (``w`` weights, ``l2`` bool kernel family), each coordinate by :func:`noise_change`. Pass
+    the change ``dr`` computed from the latent itself (``A (c' - c)``, exact integers on the
+    count paths), not ``r - r_new``: at ``|s| >~ 2^53`` the two residuals round to the same
+    float and their difference is lost."""
     out = 0.0
     for m in range(r.shape[0]):
-        out += noise_change(r[m], r[m] - r_new[m], w[m], l2[m])
+        out += noise_change(r[m], dr[m], w[m], l2[m])
     return out
 
 

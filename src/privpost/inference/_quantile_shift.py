@@ -28,7 +28,7 @@ import math
 import numpy as np
 from numba import njit
 
-from privpost.inference._count_table import residuals
+from privpost.inference._count_table import residuals, table_change
 from privpost.inference._kernels import log_eta_change
 from privpost.inference._damcmc_fast import _iw_adapt
 from privpost.models._mrf_kernel import cell_log_potentials
@@ -138,8 +138,9 @@ def quantile_shift_moves(theta, c, lp, B, idx, sigma, n_shift, adapting, cell_pt
                 else:
                     lo_ = mid + 1
             c_new[min(lo_, J - 1)] += 1.0
-        residuals(c_new, cell_ptr, cell_coord, cell_coef, s, r_new)
-        # noise part from the residuals r = s - A c (cancellation-free, _kernels)
+        # noise part from the residuals r = s - A c and the change A (c_new - c)
+        # (cancellation-free, _kernels); r_new holds the change
+        table_change(c, c_new, cell_ptr, cell_coord, cell_coef, r_new)
         la = log_eta_change(r, r_new, w, l2) + lprp - lpr
         if la != la:
             la = -np.inf
@@ -154,7 +155,7 @@ def quantile_shift_moves(theta, c, lp, B, idx, sigma, n_shift, adapting, cell_pt
                 c[x] = c_new[x]
                 lp[x] = lp_new[x]
             for m in range(r.shape[0]):
-                r[m] = r_new[m]
+                r[m] -= r_new[m]
             moved += 1
             if not adapting:
                 iw_i[3] += 1
