@@ -375,3 +375,37 @@ def test_hostile_1e300(joint, sign):
     prior = stats.beta(*A_CLASS)
     zs = [z_mean(d, prior.mean())] + [z_cdf(d, prior.ppf(q), q) for q in (0.25, 0.5, 0.75)]
     assert max(abs(z) for z in zs) < K_MCSE, zs
+
+
+# ---------------------------------------------------------------------------- HMM end to end
+# test_hmm_counts' tiny HMM (3 cells in a row, 2 features with 3 / 2 levels, 2 states). Within
+# one cell and feature the true counts sum to the public N_c, so sum_j (off + p_j - n_j)^2 =
+# sum_j (p_j - n_j)^2 + const: the exact posterior at s = off + p is the one at s = p, which
+# test_hmm_counts' enumeration computes without cancellation.
+HMM_PATTERN = np.array([1.25, 0.5, 0.125, 1.625, 0.25, -0.375, 0.375, 1.125, 0.75, 0.125,
+                        -0.125, 0.25, 2.125, 1.75, 0.375])
+
+
+@pytest.mark.parametrize("offset", [1e8, 1e10])
+@pytest.mark.parametrize("latent", ["counts", "records"])
+def test_hmm_damcmc_exact_far_away(latent, offset):
+    from privpost.models.hmm import HiddenMarkovNB
+    from privpost.queries.cell_counts import CellCounts
+
+    from test_hmm_counts import (ALPHA, BETA, LEVELS, SIZES, K, _cell_options, _enumerate,
+                                 _targets, _zscores)
+
+    q = CellCounts(LEVELS, SIZES)
+    scale = 0.8
+    rel = pp.Release(query=q, mechanism=Gaussian(scale=scale).calibrate(q.sensitivity("l2")),
+                     n=int(SIZES.sum()), observed=offset + HMM_PATTERN)
+    post = pp.infer(HiddenMarkovNB(K, LEVELS, alpha=ALPHA, beta=BETA), rel, method="damcmc",
+                    draws=1500, warmup=200, chains=3, seed=13, keep_counts=True, latent=latent,
+                    progress=False)
+    t = _targets(post, LEVELS)
+    exact = _enumerate(_cell_options(HMM_PATTERN, SIZES, LEVELS, "l2", scale), LEVELS)
+    zs = _zscores(t, exact)
+    assert np.max(np.abs(zs)) < K_MCSE, zs
+    # power: the exact posterior of the noise scale understated 4-fold
+    wrong = _enumerate(_cell_options(HMM_PATTERN, SIZES, LEVELS, "l2", scale / 4), LEVELS)
+    assert np.max(np.abs(_zscores(t, wrong))) > K_MCSE
