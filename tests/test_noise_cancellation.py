@@ -33,6 +33,8 @@ computed from the residual ``r = s - a`` and the change ``d`` of the statistic
    **Histogram** (``DirichletCategorical``, n = 4, offset 1e10): the records path with its
    interweaving moves (``log_g_change``) and the count table with its residual shift, against
    enumeration of the histograms (before: z = -14.9 / -33.3; now -0.8 / +2.7).
+   **MRF quantile shift** (the compiled ``quantile_shift_moves`` alone, a 3-node CliqueMRF,
+   offset 1e10) against importance sampling at the offset-0 release (before: max |z| 53).
 3. **hostile values** ``+-1e300``: a Gaussian release is refused by ``infer`` with a
    ``ReleaseError`` naming ``observed[0]`` (``privpost.limits.check_observed``); a Laplace
    release gets its exact answer (every ``s_m`` beyond every feasible ``a_m``: the noise term
@@ -473,3 +475,54 @@ def test_histogram_interweave_and_shift_far_away(latent):
     assert abs(z_mean(d, _hist_exact(HIST_PATTERN))) < K_MCSE
     # power: a wrong release (the first two cells swapped: E p_0 = 0.11 against 0.38)
     assert abs(z_mean(d, _hist_exact(HIST_PATTERN[[1, 0, 2]]))) > K_MCSE
+
+
+# ---------------------------------------------------------------------------- MRF quantile shift
+def test_mrf_quantile_shift_far_away():
+    """test_count_mrf_loopy's quantile-shift-only chain (3-node binary chain CliqueMRF, N = 4;
+    no pair moves, no theta update: the compiled ``quantile_shift_moves`` alone) on a Gaussian
+    release ``1e10 + pattern``. Each marginal table sums to N, so the exact posterior is the one
+    at ``s = pattern``: ``_mrf_exact.is_posterior`` there (importance sampling from the prior
+    with the exact likelihood; its delta-method error added to the MCSE). Before the fix max |z|
+    over the 8 joint probabilities was 7.6 at 1e8 and 53 at 1e10 (1,500 draws); now 1.5.
+    Power: the posterior of the same pattern at a noise scale 4 times too large."""
+    import arviz as az
+
+    from privpost.inference import _count_latent
+    from privpost.models import CliqueMRF
+    from privpost.queries.marginal_tables import MarginalTables
+
+    from _mrf_exact import design, is_posterior
+    from test_count_mrf_loopy import _probs
+
+    model = CliqueMRF([2, 2, 2], [[0, 1], [1, 2]], prior_sd=1.5)
+    q = MarginalTables([2, 2, 2], [[0, 1], [1, 2]])
+    x = np.array([[0, 0, 0], [0, 0, 1], [1, 1, 1], [1, 1, 1]])
+    pattern = np.asarray(q.statistic(x), dtype=float) + np.array(
+        [0.5, -0.25, 0.375, -0.625, 0.25, 0.125, -0.5, 0.0])
+    mech = Gaussian(scale=0.7).calibrate(q.sensitivity("l2"))
+    rel = pp.Release(query=q, mechanism=mech, observed=1e10 + pattern, n=4)
+    law = model.count_latent(rel)
+    assert law.shift == "quantile"
+    law.n_pairs, law.hmc_step, law.n_shift = 0, None, 4
+    law.update = lambda params, c, rng: params
+    post = _count_latent.run(law, model, rel, draws=1500, warmup=500, chains=4, seed=4,
+                             progress=False)
+    _, D = design(model)
+    th = np.concatenate([post.draws[nm].reshape(post.draws[nm].shape[:2] + (-1,))
+                         for nm in model.names], axis=-1)
+    vals = _probs(D, th)
+
+    def zs(scale):
+        ref = pp.Release(query=q, mechanism=Gaussian(scale=scale).calibrate(
+            q.sensitivity("l2")), observed=pattern, n=4)
+        m, se, _ = is_posterior(model, ref, lambda t: _probs(D, t), draws=20_000, seed=0)
+        out = []
+        for j in range(D.shape[0]):
+            d = vals[..., j]
+            se_mc = d.std() / np.sqrt(float(az.ess(np.atleast_2d(d), method="mean")))
+            out.append((d.mean() - m[j]) / np.hypot(se_mc, se[j]))
+        return np.abs(out)
+
+    assert zs(0.7).max() < K_MCSE
+    assert zs(0.7 * 4).max() > K_MCSE      # measured 15-22 at seed offsets 0-3
