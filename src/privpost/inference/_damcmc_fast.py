@@ -758,6 +758,10 @@ class CompiledChain:
                self.iw_mean, self.iw_m2, self.iw_chol, f.fused is not None,
                f.cells[0] if f.cells is not None else _no_cells, f.cells is not None,
                self.c_cur, self.c_prop)
+        if f.cells is not None:
+            # the driver on cells does not keep the dense contributions: rebuild them once per
+            # call, so that between calls t_cur is what it is on the dense path
+            f.contrib(self.records, self.t_cur)
 
     def extend(self, extra: int) -> None:
         """Room for ``extra`` more draws (run-until-converged rounds)."""
