@@ -7,7 +7,8 @@ and the margins latent at the library's default length (until converged; the rep
 
     python benchmarks/bench_nb_table1_chain.py [--reps 2]
 
-``--split``: only the record path of ``--sampler default``, one chain per eps and release, with
+``--until``: the library's default run (until converged) on the same releases, one chain and
+four chains. ``--split``: only the record path of ``--sampler default``, one chain per eps and release, with
 its CPU seconds split into the compiled driver (``CompiledChain.advance``), the convergence
 check (``diagnostics.summarise`` of every entry, as ``damcmc`` runs it at the end) and the rest
 (problem, start, Python around the driver, posterior); plus ``--parts``: the compiled pieces of
@@ -85,6 +86,32 @@ def split(model, q, truth, reps: int) -> None:
     m = tot / (5 * reps)
     print(f"| mean | | {m[0]:.3f} | {m[1]:.3f} | {m[2]:.3f} | {m[3]:.3f} | |")
     _damcmc_fast.CompiledChain.advance = orig
+
+
+def until(model, q, truth, reps: int) -> None:
+    """The library's default length (run until every entry has split R-hat <= 1.01 and bulk and
+    tail ESS >= 400) on the same releases: one chain (Table 1's one chain per release) and the
+    default four chains (``cores=1``: CPU seconds of this process), records latent."""
+    print("| eps | release | chains, driver | CPU s | draws per chain | worst bulk/tail ESS (all "
+          "80 entries) | max R-hat | converged |")
+    print("|---|---|---|---|---|---|---|---|")
+    for eps in (0.1, 0.3, 1.0, 3.0, 10.0):
+        for r in range(reps):
+            x = model.simulate(truth, 100, np.random.default_rng(100 + r))
+            rel = pp.release(x, query=q, mechanism=Laplace(epsilon=eps), seed=200 + r)
+            for chains, opts in ((1, {}), (1, {"fast_path": True}), (4, {})):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    c0 = time.process_time()
+                    post = pp.infer(model, rel, method="damcmc", chains=chains, seed=r,
+                                    progress=False, cores=1, **opts)
+                    cpu = time.process_time() - c0
+                ess, rhat = diagnostics.worst(diagnostics.summarise(post.draws, cheap=True))
+                path = "compiled" if any("compiled chain driver" in nt for nt in post.notes) \
+                    else "NumPy"
+                print(f"| {eps:g} | {r} | {chains}{' (fast_path=True)' if opts else ''}, "
+                      f"{path} | {cpu:.3f} | {post.n_draws} | {ess:.0f} | {rhat:.4f} | "
+                      f"{post.converged} |", flush=True)
 
 
 def parts(model, q, truth) -> None:
@@ -172,6 +199,7 @@ def main():
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--split", action="store_true")
     ap.add_argument("--parts", action="store_true")
+    ap.add_argument("--until", action="store_true")
     a = ap.parse_args()
     model = NaiveBayesLogLinear(n_levels=[3] * 5, n_classes=5, class_alpha=2.0,
                                 feature_alpha=2.0)
@@ -179,9 +207,11 @@ def main():
     truth = _loglinear_truth(model)
     assert np.allclose(truth["p"], LOGLINEAR_P)
     print(f"load {os.getloadavg()[0]:.1f} at start")
-    if a.split or a.parts:
+    if a.split or a.parts or a.until:
         if a.split:
             split(model, q, truth, a.reps)
+        if a.until:
+            until(model, q, truth, a.reps)
         if a.parts:
             parts(model, q, truth)
         print(f"load {os.getloadavg()[0]:.1f} at end")
