@@ -8,7 +8,8 @@ and the margins latent at the library's default length (until converged; the rep
     python benchmarks/bench_nb_table1_chain.py [--reps 2]
 
 ``--until``: the library's default run (until converged) on the same releases, one chain and
-four chains. ``--split``: only the record path of ``--sampler default``, one chain per eps and release, with
+four chains. ``--split``: only the record path of ``--sampler default`` at Table 1's length (5,000 draws after
+5,000: the reproduction's full size), one chain per eps and release, with
 its CPU seconds split into the compiled driver (``CompiledChain.advance``), the convergence
 check (``diagnostics.summarise`` of every entry, as ``damcmc`` runs it at the end) and the rest
 (problem, start, Python around the driver, posterior); plus ``--parts``: the compiled pieces of
@@ -34,7 +35,9 @@ from privpost.queries import NaiveBayesCounts
 from privpost.mechanisms import Laplace
 
 
-RECORDS = dict(latent="records", fast_path=True, cores=1, draws=10000, warmup=5000)
+#: ``privpost reproduce ju2022-loglinear --full --sampler default``'s damcmc rows: the paper's
+#: 10,000 iterations (5,000 draws after 5,000 warm-up), compiled driver, its defaults
+RECORDS = dict(latent="records", fast_path=True, cores=1, draws=5000, warmup=5000)
 
 
 def split(model, q, truth, reps: int) -> None:
