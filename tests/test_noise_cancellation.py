@@ -11,8 +11,8 @@ before the fix ``damcmc`` was wrong on the joint table and on the records (z = -
 computed from the residual ``r = s - a`` and the change ``d`` of the statistic
 (:mod:`privpost.inference._kernels`: ``d (d - 2 r)``; ``|r - d| - |r|`` by sign cases).
 
-1. **unit checks** of every function that computes a noise change -- the record sweeps and
-   their ratio, the interweaving's ``log_g_change`` (compiled and Python drivers), the
+1. **unit checks** of every function that computes a noise change -- the record sweeps (dense
+   and on cells) and their ratio, the interweaving's ``log_g_change`` (compiled and Python drivers), the
    count table's residual shift (``shift_log_ratio``; ``table_change`` + ``log_eta_change``
    as the quantile shifts use them), the pair move's ``log_f_rel``, the HMM cell moves
    (``_shifted_block_logr``) and size moves (``_delta_loglik``) -- against exact rational
@@ -168,10 +168,18 @@ def test_record_sweep_ratio_and_decision(offset, kernel):
         got = _kernels.log_ratio(kernel, T, s_obs, t_cur, t_prop, scale)
         assert abs(got - ex) <= bnd, (got, ex)
         assert abs(_kernels.log_g_change(T, Tp, s_obs, w, l2) - ex) <= bnd
+        # the cells sweep (one-hot queries): a record's cell in each of the K = 2 tables
+        c_cur = np.flatnonzero(t_cur)[None, :].astype(np.int64)
+        c_prop = np.flatnonzero(t_prop)[None, :].astype(np.int64)
         for eps_u, want in ((-1e-3, True), (1e-3, False)):
             acc = _kernels.sweep(kernel, T.copy(), s_obs, t_cur[None, :].copy(),
                                  t_prop[None, :], None, np.array([ex + eps_u]), scale)
             assert bool(acc[0]) is want, (ex, eps_u)
+            acc = np.zeros(1, np.bool_)
+            _kernels.sweep_cells(l2, T.copy(), s_obs, c_cur.copy(), c_prop,
+                                 np.array([ex + eps_u]), w, acc, np.zeros(1, np.int64),
+                                 np.zeros(1, np.int64))
+            assert bool(acc[0]) is want, ("cells", ex, eps_u)
 
 
 def test_old_record_ratio_is_wrong_far_away():
