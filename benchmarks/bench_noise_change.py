@@ -1,5 +1,5 @@
 """Cost of the cancellation-free noise change in the hot loops (h/prec): the compiled record
-sweeps (``_kernels.sweep_l1`` / ``sweep_l2``) and the count table's exact pair move
+sweeps (``_kernels.sweep_l1`` / ``sweep_l2``, and ``sweep_cells`` on the same histogram) and the count table's exact pair move
 (``_count_moves.sample_many``: ``pair_move_c`` at fixed state, ``l1`` and ``l2``).
 
     python benchmarks/bench_noise_change.py [--n 100000] [--d 10] [--repeat 7]
@@ -77,6 +77,24 @@ def main():
                                     t_cur.__setitem__(slice(None), t_cur0)), a.repeat)
         cpu = _min_cpu(call, a.repeat) - restore
         print(f"| sweep_{kern} (n = {n}, d = {d}) | {1e9 * cpu / n:.1f} |")
+    cur_c = cur[:, None].astype(np.int64)
+    prop_c = prop[:, None].astype(np.int64)
+    for kern in ("l1", "l2"):
+        w = _kernels.weights_for(kern, 1.5, d)
+        acc = np.empty(n, np.bool_)
+        rc = np.zeros(n, np.int64)
+        sc = np.zeros(1, np.int64)
+        T, c_cur = T0.copy(), cur_c.copy()
+        _kernels.sweep_cells(kern == "l2", T, s, c_cur, prop_c, log_u, w, acc, rc, sc)
+
+        def call_cells():
+            T[:] = T0
+            c_cur[:] = cur_c
+            _kernels.sweep_cells(kern == "l2", T, s, c_cur, prop_c, log_u, w, acc, rc, sc)
+        restore = _min_cpu(lambda: (T.__setitem__(slice(None), T0),
+                                    c_cur.__setitem__(slice(None), cur_c)), a.repeat)
+        cpu = _min_cpu(call_cells, a.repeat) - restore
+        print(f"| sweep_cells {kern} (n = {n}, K = 1) | {1e9 * cpu / n:.1f} |")
     for l2 in (False, True):
         r = np.array([3.0, -3.0])
         v = np.array([1.0, -1.0])
