@@ -109,6 +109,7 @@ from numba import njit
 from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_table import log_eta, pair_sweep_c, residuals
+from privpost.inference._kernels import change_l1
 from privpost.models._numeric import log_space_dirichlet
 
 __all__ = ["MarginsLatent", "margins_iterations", "refresh_move", "default_refresh_mean",
@@ -312,7 +313,7 @@ def refresh_move(k, c, n, N, class_alpha, feat_alpha, off, levels, dc, dn, mark_
         if l2[m]:
             la -= w[m] * (z1 - z0) * (z1 + z0)
         else:
-            la -= w[m] * (abs(z1) - abs(z0))
+            la -= w[m] * change_l1(z0, dr[m])     # |r - dr| - |r|, exact at any |r|
     if wrong == 1:
         for i in range(I):
             if dn[i] != 0.0:

@@ -40,7 +40,7 @@ import numpy as np
 from numba import njit, types
 
 from privpost.errors import IncompatibleError
-from privpost.inference._kernels import sweep_cells, sweep_l1, sweep_l2
+from privpost.inference._kernels import log_g_change, sweep_cells, sweep_l1, sweep_l2
 from privpost.models._numeric import chol_lower
 
 __all__ = ["CompiledModel", "CompiledInterweave", "FastPath", "resolve_fast_path", "builtin_contrib",
@@ -460,7 +460,6 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
     innovations(theta, records, u, rng)
     to_free(theta, v)
     lp = log_target(theta) + log_density(theta, u)
-    lg = _log_g(T, s_obs, weight, use_l2)
     moved = False
     for _ in range(n_steps):
         for a in range(dim):
@@ -497,8 +496,8 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
                     for i in range(n):
                         acc += tp[i, c]
                     Tp[c] = acc
-            lgp = _log_g(Tp, s_obs, weight, use_l2)
-            log_a = lpp - lp + lgp - lg
+            # log g(s, Tp) - log g(s, T) from the residuals (cancellation-free, _kernels)
+            log_a = lpp - lp + log_g_change(T, Tp, s_obs, weight, use_l2)
             if log_a != log_a:
                 log_a = -np.inf
             alpha = 1.0 if log_a >= 0 else math.exp(log_a)
@@ -508,7 +507,6 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
                 for a in range(dim):
                     v[a] = vp[a]
                 lp = lpp
-                lg = lgp
                 records[:, :] = xp
                 if not use_cells:
                     t_cur[:, :] = tp
