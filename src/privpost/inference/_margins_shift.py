@@ -139,22 +139,23 @@ def binom_window(n, pi, F, S):
     if mode < lo:
         mode = lo
     odds = pi / (1.0 - pi)
+    inv_odds = (1.0 - pi) / pi
     w = hi - lo
     F[mode - lo] = 1.0
     for x in range(mode, hi):              # pmf(x + 1) = pmf(x) (n - x) / (x + 1) odds
-        F[x + 1 - lo] = F[x - lo] * ((n - x) / (x + 1.0)) * odds
+        F[x + 1 - lo] = F[x - lo] * ((n - x) * odds / (x + 1.0))
     for x in range(mode, lo, -1):          # pmf(x - 1) = pmf(x) x / (n - x + 1) / odds
-        F[x - 1 - lo] = F[x - lo] * (x / (n - x + 1.0)) / odds
+        F[x - 1 - lo] = F[x - lo] * (x * inv_odds / (n - x + 1.0))
     acc = 0.0
     for a in range(w, -1, -1):             # S from the upper end
         S[a] = acc
         acc += F[a]
-    tot = acc
+    inv = 1.0 / acc
     acc = 0.0
     for a in range(w + 1):                 # F from the lower end
         acc += F[a]
-        F[a] = acc / tot
-        S[a] = S[a] / tot
+        F[a] = acc * inv
+        S[a] = S[a] * inv
     return lo, hi
 
 
