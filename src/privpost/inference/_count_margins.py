@@ -73,6 +73,11 @@ One iteration (compiled, :func:`margins_iterations`)
    that the ratio with a class-count term ``DM(n') / DM(n)`` added fails).
 3. **Theta** ``~ p(theta | m)``: ``p ~ Dir(a + n)``, ``q_k[i] ~ Dir(b_ki + m[k, i])`` (exact).
 
+4. **Quantile shift** (non-centred, where the noise dominates; off by default elsewhere):
+   ``n_shift`` MH proposals of ``p`` with the margins following it through fixed uniforms of
+   their sequential-binomial quantiles (:mod:`privpost.inference._margins_shift`, which derives
+   it); it leaves ``pi(m, theta | s)`` invariant, so it can follow step 3.
+
 Step 1 leaves ``pi(m, theta_U | s)`` invariant, step 2 ``pi(m | s)``, and step 3 restores the
 joint from the marginal of ``m``: the composition is a partially collapsed Gibbs sampler whose
 every stage conditions only on what the previous one left with its right law, so it leaves
