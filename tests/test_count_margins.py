@@ -301,7 +301,7 @@ def test_defaults_notes_and_auto():
     model = tiny_model()
     rel = tiny_release()
     law = model.count_latent(rel)
-    assert isinstance(law, MarginsLatent) and not law.auto          # n = 4 < 8 M
+    assert isinstance(law, MarginsLatent) and not law.auto          # n = 4 < 2 M
     post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
                     progress=False)
     assert _count_latent.latent_of(post)[0] == "records"
