@@ -497,11 +497,13 @@ def test_binomial_window_against_scipy(n, pi):
     assert draw_uniform(hi + 1, lo, hi, F, S, rng, 0)[1] == -1           # off the window
 
 
-def _shift_law(model, rel, wrong=0):
+def _shift_law(model, rel, wrong=0, row_map=1):
     """The margins chain with the quantile shift ALONE (no pair moves, no refresh; the exact
-    theta draw of every iteration does not move the margins)."""
+    theta draw of every iteration does not move the margins); ``row_map`` 1: rows by thinning /
+    adding, 0: by their own quantile uniforms."""
     law = _law(model, rel, n_pairs=0, n_refresh=0, n_shift=4)
     law.shift_wrong = wrong
+    law.shift_row_map = row_map
     return law
 
 
@@ -512,14 +514,16 @@ SHIFT_CASES = {
 }
 
 
+@pytest.mark.parametrize("row_map", [1, 0], ids=["rows-thinned", "rows-quantile"])
 @pytest.mark.parametrize("case", list(SHIFT_CASES))
-def test_shift_alone_against_enumeration(case):
+def test_shift_alone_against_enumeration(case, row_map):
     """The quantile-shift move alone (with the theta draws, which leave the margins where they
     are) keeps the exact p(m | s) and p(theta | s), Laplace and Gaussian noise, and noise that
-    swamps the counts."""
+    swamps the counts; the rows following the class counts by thinning / adding or by their
+    own quantiles."""
     model = tiny_model()
     rel = SHIFT_CASES[case]()
-    law = _shift_law(model, rel)
+    law = _shift_law(model, rel, row_map=row_map)
     exact, ex = margins_law(model, [rel], 4)
     ms, res = run_chains(law, 4000)
     zs = margins_zs(ms, exact, CELLS)
@@ -531,16 +535,19 @@ def test_shift_alone_against_enumeration(case):
     assert 0.05 < min(acc) and max(acc) < 0.95, acc
 
 
-@pytest.mark.parametrize("wrong", [1, 2], ids=["u-interval-off-by-one", "jacobian-left-out"])
+@pytest.mark.parametrize("wrong", [1, 2, 3], ids=["u-interval-off-by-one",
+                                             "jacobian-left-out", "thinning-by-level"])
 def test_shift_wrong_variants_fail(wrong):
-    """WRONG variants of the move alone: the u refresh drawn on the preimage of ``x - 1``, and
-    the prior ratio without the additive-log-ratio Jacobian (``prod p^(a - 1)``); each must be
-    told apart from the exact class-count law."""
+    """WRONG variants of the move alone: the u refresh drawn on the preimage of ``x - 1``, the
+    prior ratio without the additive-log-ratio Jacobian (``prod p^(a - 1)``), and the rows
+    thinned by removing a uniform non-empty level instead of a uniform unit; each must be told
+    apart from the exact law (class count, a row cell, p)."""
     model = tiny_model()
     rel = SHIFT_CASES["noise-dominated"]()
     exact, ex = margins_law(model, [rel], 4)
-    ms, res = run_chains(_shift_law(model, rel, wrong), 3000)
-    zs = list(margins_zs(ms, exact, {"n0": [0, 1]}).values())
+    # the level-thinning's bias is the smallest (|z| ~ 6 at 3,000 iterations): longer chains
+    ms, res = run_chains(_shift_law(model, rel, wrong), 20000 if wrong == 3 else 3000)
+    zs = list(margins_zs(ms, exact, CELLS).values())
     zs += [z_mean(np.stack([r["p"][:, 0] for r in res]), ex.mean(("p", 0)))]
     assert max(map(abs, zs)) > 2 * K_MCSE, zs
 

@@ -114,8 +114,9 @@ from numba import njit
 from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_table import log_eta, pair_sweep_c, residuals
-from privpost.inference._margins_shift import (SHIFT_MAX_N, coordinate_log_ratio,
-                                               default_shifts, shift_moves, window_size)
+from privpost.inference._margins_shift import (SHIFT_MAX_N, _draw_unit, _touch,
+                                               coordinate_log_ratio, default_shifts,
+                                               shift_moves, window_size)
 from privpost.models._numeric import log_space_dirichlet
 
 __all__ = ["MarginsLatent", "margins_iterations", "refresh_move", "default_refresh_mean",
@@ -213,22 +214,6 @@ def default_refresh_mean(w, l2, per_unit: int, N: int, cap: float = MAX_REFRESH_
 # ============================================================================================
 
 @njit(cache=True, nogil=True)
-def _draw_unit(c, st, ln, tot, rng):
-    """Index ``j in [0, ln)`` of a unit uniform among the ``tot`` units of ``c[st:st + ln]``
-    (integer counts stored as float64; ``tot`` their sum, ``> 0``)."""
-    u = np.floor(rng.random() * tot)
-    acc = 0.0
-    last = ln - 1
-    for j in range(ln):
-        if c[st + j] > 0.0:
-            last = j
-            acc += c[st + j]
-            if u < acc:
-                return j
-    return last
-
-
-@njit(cache=True, nogil=True)
 def _draw_pred(c, alpha, st, ln, rng):
     """Index ``j in [0, ln)`` with probability ``(alpha[st + j] + c[st + j]) / sum``."""
     tot = 0.0
@@ -241,18 +226,6 @@ def _draw_pred(c, alpha, st, ln, rng):
         if u < acc:
             return j
     return ln - 1
-
-
-@njit(cache=True, nogil=True)
-def _touch(j, delta, d_arr, mark, lst, nl):
-    """``d_arr[j] += delta``; ``j`` appended to ``lst`` (marked) the first time; returns the
-    list's new length."""
-    if not mark[j]:
-        mark[j] = True
-        lst[nl] = j
-        nl += 1
-    d_arr[j] += delta
-    return nl
 
 
 @njit(cache=True, nogil=True)
@@ -371,7 +344,8 @@ def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha
                        r, b_idx, b_r, b_v, b_w, b_l2, dc, dn, mark_c, cells, dr, mark_r, coords,
                        p, q, lq, lp_work, counts, out_theta, out_log_eta, rng, wrong,
                        n_shift, adapting, sh_c, sh_n, sh_p, sh_F, sh_S, sh_uv, sh_uu, sh_v,
-                       sh_vp, sh_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, sh_counts, sh_wrong):
+                       sh_vp, sh_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, sh_counts, sh_wrong,
+                       sh_row_map):
     """``n_iter`` iterations of the margins chain (module docstring): ``n_pairs`` exact pair
     moves within rows (``pair_sweep_c``; collapsed on the rows whose ``col_alpha`` is the
     Dirichlet concentration, given ``q`` = ``exp(lq)`` where it is 0), ``n_refresh`` refresh
@@ -413,7 +387,8 @@ def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha
             shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell_ptr,
                         cell_coord, cell_coef, w, l2, r, sh_c, sh_n, sh_p, dc, mark_c, cells,
                         dr, mark_r, coords, sh_F, sh_S, sh_uv, sh_uu, sh_v, sh_vp, sh_z, iw_f,
-                        iw_i, iw_mean, iw_m2, iw_chol, sh_counts, rng, sh_wrong)
+                        iw_i, iw_mean, iw_m2, iw_chol, sh_counts, rng, sh_wrong,
+                        sh_row_map)
         if keep:
             for i in range(I):
                 out_theta[t, i] = p[i]
@@ -547,6 +522,9 @@ class MarginsLatent(CountLatent):
             self.n_shift = int(n_shift)
         self.wrong = 0
         self.shift_wrong = 0
+        #: how the rows follow the class counts in the quantile shift: 1 thinning / adding
+        #: units (default), 0 their own quantile uniforms (``_margins_shift``)
+        self.shift_row_map = 1
         # pairs: uniform over each row's cells where the pair moves carry the chain (every row
         # gets its share whatever its class's size), by unit where the noise dominates
         self.unit_frac = 0.0 if self.noise_ratio < 100.0 else 1.0
@@ -685,7 +663,7 @@ class MarginsChain:
             self.lp_work, self.counts, out_t, out_le, self.rng, law.wrong, law.n_shift,
             not keep, self.sh_c, self.sh_n, self.sh_p, self.sh_F, self.sh_S, self.sh_uv,
             self.sh_uu, self.sh_v, self.sh_vp, self.sh_z, self.iw_f, self.iw_i, self.iw_mean,
-            self.iw_m2, self.iw_chol, self.sh_counts, law.shift_wrong)
+            self.iw_m2, self.iw_chol, self.sh_counts, law.shift_wrong, law.shift_row_map)
         self.done += k
         if progress is not None:
             progress(self.done - 1)

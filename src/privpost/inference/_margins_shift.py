@@ -51,6 +51,23 @@ One move (:func:`shift_moves`) is two steps, each leaving ``pi~`` invariant:
    z)(z' + z)``) -- never as a difference of two full sums, which cancels catastrophically for
    a release near ``10^8`` (the D3 defect of the margins' history).
 
+Rows by thinning (the default, ``row_map = 1``)
+---------------------------------------------
+The rows need not follow ``n'`` through uniforms of their own: given ``q``, a row ``x ~
+Mult(n_i, q_k[i])`` is the count of ``n_i`` i.i.d. ``Cat(q_k[i])`` units, and the kernel
+``R_{n -> n'}`` that removes ``n - n'`` of its units uniformly at random without replacement
+(``n' < n``; multivariate hypergeometric) or adds ``n' - n`` units drawn from ``Cat(q_k[i])``
+(``n' > n``) satisfies ``Mult(x | n, q) R_{n -> n'}(x, x') = Mult(x' | n', q) R_{n' -> n}(x',
+x)`` (both sides are the law of the counts of the first ``min(n, n')`` and of all ``max(n,
+n')`` of i.i.d. units, in one order or the other). So on the space ``(theta, u_class,
+rows)`` -- rows ``~ prod_{k,i} Mult(n_i(p, u_class), q_k[i])`` -- proposing ``p'`` as above,
+``n' = g(p', u_class)`` and every row from ``R_{n_i -> n'_i}`` has MH ratio ``[p(p') prod
+Mult(x' | n', q) eta'] R_{n' -> n}(x', x) / ([p(p) prod Mult(x | n, q) eta] R_{n -> n'}(x,
+x'))`` = the same ``prior ratio x noise ratio``: the row terms cancel by the identity. The rows
+then cost ``O(|n' - n| K)`` unit draws instead of ``2 K`` binomial windows per class, and only
+``I - 1`` uniforms are drawn in step 1. ``row_map = 0`` keeps the quantile rows (both are
+tested against enumeration).
+
 After an accepted or rejected proposal the uniforms are still consistent with the state, so
 ``n_shift`` proposals reuse the ``u`` of step 1. The last of the chain's steps (the exact theta
 draw) leaves theta distributed given ``m``; this move leaves ``pi(theta, m | s)`` invariant, so it
@@ -94,10 +111,12 @@ SHIFT_MAX_N = 100_000
 
 #: Smallest noise ratio (``_count_margins.noise_ratio``) at which the move is on by default.
 #: Measured on seed 000's model (``bench_counts.joint_problem("nb", n, 1)``, Laplace eps = 1,
-#: 4 chains x 2,000 draws after 500, worst ESS per CPU-s, off / 4 proposals per iteration, load
-#: ~2): n = 100 (lam = 150) 832 / 977 (worst ESS 598 / 1,207), n = 300 (lam = 50) 350 / 571,
-#: n = 10^3 (lam = 15) 417 / 340, n = 10^4 (lam = 1.5) 1,286 / 435.
-SHIFT_MIN_RATIO = 30.0
+#: 4 chains x 2,000 draws after 500, worst ESS per CPU-s, off / 4 proposals per iteration,
+#: load ~2-7): rows by quantiles: n = 100 (lam = 150) 832 / 977 (worst ESS 598 / 1,207),
+#: n = 300 (lam = 50) 350 / 571, n = 10^3 (lam = 15) 417 / 340, n = 10^4 (lam = 1.5) 1,286 /
+#: 435; rows by thinning (the default): n = 100 823 / 1,215, n = 10^3 423 / 466 (worst ESS of
+#: p 2,218 / 2,719), n = 10^4 1,317 / 1,028.
+SHIFT_MIN_RATIO = 10.0
 
 
 def window_size(N: int) -> int:
@@ -111,6 +130,65 @@ def default_shifts(lam: float, N: int) -> int:
     """Quantile-shift proposals per iteration: 4 where the noise dominates (noise ratio ``lam
     >= SHIFT_MIN_RATIO``) and ``N <= SHIFT_MAX_N``, else 0."""
     return 4 if (lam >= SHIFT_MIN_RATIO and 0 < N <= SHIFT_MAX_N) else 0
+
+
+@njit(cache=True, nogil=True)
+def _draw_unit(c, st, ln, tot, rng):
+    """Index ``j in [0, ln)`` of a unit uniform among the ``tot`` units of ``c[st:st + ln]``
+    (integer counts stored as float64; ``tot`` their sum, ``> 0``)."""
+    u = np.floor(rng.random() * tot)
+    acc = 0.0
+    last = ln - 1
+    for j in range(ln):
+        if c[st + j] > 0.0:
+            last = j
+            acc += c[st + j]
+            if u < acc:
+                return j
+    return last
+
+
+@njit(cache=True, nogil=True)
+def _touch(j, delta, d_arr, mark, lst, nl):
+    """``d_arr[j] += delta``; ``j`` appended to ``lst`` (marked) the first time; returns the
+    list's new length."""
+    if not mark[j]:
+        mark[j] = True
+        lst[nl] = j
+        nl += 1
+    d_arr[j] += delta
+    return nl
+
+
+@njit(cache=True, nogil=True)
+def _draw_cat(prob, st, ln, rng):
+    """Index ``j in [0, ln)`` with probability ``prob[st + j] / sum``."""
+    tot = 0.0
+    for j in range(ln):
+        tot += prob[st + j]
+    u = rng.random() * tot
+    acc = 0.0
+    for j in range(ln):
+        acc += prob[st + j]
+        if u < acc:
+            return j
+    return ln - 1
+
+
+@njit(cache=True, nogil=True)
+def _draw_level(c, st, ln, rng):
+    """A uniform non-empty level of ``c[st:st + ln]`` (the WRONG thinning of the tests)."""
+    k = 0
+    for j in range(ln):
+        if c[st + j] > 0.0:
+            k += 1
+    t = int(rng.random() * k)
+    for j in range(ln):
+        if c[st + j] > 0.0:
+            if t == 0:
+                return j
+            t -= 1
+    return ln - 1
 
 
 @njit(cache=True, nogil=True)
@@ -303,7 +381,7 @@ def coordinate_log_ratio(n_cells, cells, dc, cell_ptr, cell_coord, cell_coef, dr
 def shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell_ptr,
                 cell_coord, cell_coef, w, l2, r, c_new, n_new, p_new, dc, mark_c, cells, dr,
                 mark_r, coords, F, S, uv, uu, v, vp, z, iw_f, iw_i, mean, m2, chol, counts, rng,
-                wrong):
+                wrong, row_map):
     """``n_shift`` quantile-shift proposals of ``p`` (module docstring), in place on the
     margins ``c`` (M,), class counts ``n`` (I,), ``p`` (I,) and the residuals ``r = s - T c``
     (d,; current on entry, kept current). ``q`` (M,) is held. Work: ``c_new`` (M,), ``n_new,
@@ -312,8 +390,10 @@ def shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell
     (I - 1,); ``iw_f, iw_i, mean, m2, chol``: the proposal, adapted while ``adapting``.
     ``counts`` (2,) int64: [proposals, acceptances] after the warm-up (added to). ``wrong``
     (tests only): 1 the u refresh off by one, 2 the alr Jacobian left out of the prior ratio
-    (the simplex density ``prod p^(a - 1)`` used as the density of ``v``). Returns the number
-    of accepted proposals."""
+    (the simplex density ``prod p^(a - 1)`` used as the density of ``v``), 3 (``row_map = 1``)
+    the thinning removes a uniform non-empty LEVEL instead of a uniform unit. ``row_map``: 0
+    the rows follow ``n'`` through their own quantile uniforms; 1 by thinning / adding (module
+    docstring, "Rows by thinning"). Returns the number of accepted proposals."""
     I = n.shape[0]
     K = off.shape[0]
     dim = I - 1
@@ -323,16 +403,18 @@ def shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell
         if not p[i] > 0.0:
             return 0
     jac = 0.0 if wrong == 2 else 1.0
-    # 1. the uniforms given (theta, m): class counts, then every row
-    if not _group_uniforms(n, 0, I, N, p, F, S, uv, uu, 0, rng, wrong):
+    # 1. the uniforms given (theta, m): class counts, then (quantile rows) every row
+    if not _group_uniforms(n, 0, I, N, p, F, S, uv, uu, 0, rng, 1 if wrong == 1 else 0):
         return 0
     q0 = I - 1
-    for f in range(K):
-        for i in range(I):
-            st = off[f] + i * levels[f]
-            if not _group_uniforms(c, st, levels[f], n[i], q, F, S, uv, uu, q0, rng, wrong):
-                return 0
-            q0 += levels[f] - 1
+    if row_map == 0:
+        for f in range(K):
+            for i in range(I):
+                st = off[f] + i * levels[f]
+                if not _group_uniforms(c, st, levels[f], n[i], q, F, S, uv, uu, q0, rng,
+                                       1 if wrong == 1 else 0):
+                    return 0
+                q0 += levels[f] - 1
     lpI = math.log(p[I - 1])
     for i in range(dim):
         v[i] = math.log(p[i]) - lpI
@@ -373,7 +455,23 @@ def shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell
                 for i in range(I):
                     st = off[f] + i * levels[f]
                     ln = levels[f]
-                    if n_new[i] != n[i]:
+                    if row_map == 1:
+                        # thin / add in place (undone from dc on rejection)
+                        delta = int(n_new[i] - n[i])
+                        tot_i = n[i]
+                        for _t in range(-delta):
+                            if wrong == 3:
+                                j = _draw_level(c, st, ln, rng)
+                            else:
+                                j = _draw_unit(c, st, ln, tot_i, rng)
+                            c[st + j] -= 1.0
+                            n_cells = _touch(st + j, -1.0, dc, mark_c, cells, n_cells)
+                            tot_i -= 1.0
+                        for _t in range(delta):
+                            j = _draw_cat(q, st, ln, rng)
+                            c[st + j] += 1.0
+                            n_cells = _touch(st + j, 1.0, dc, mark_c, cells, n_cells)
+                    elif n_new[i] != n[i]:
                         _group_invert(c_new, st, ln, n_new[i], q, F, S, uv, uu, q0)
                         for j in range(ln):
                             dj = c_new[st + j] - c[st + j]
@@ -399,7 +497,10 @@ def shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell
                 mark_r[m_] = False
             for a in range(n_cells):
                 j = cells[a]
-                if ok:
+                if row_map == 1:
+                    if not ok:
+                        c[j] -= dc[j]
+                elif ok:
                     c[j] += dc[j]
                 dc[j] = 0.0
                 mark_c[j] = False
