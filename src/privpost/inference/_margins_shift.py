@@ -85,10 +85,12 @@ exact law, far below what double precision resolves in ``F``), and a state outsi
 (probability ``< 10^-20``) skips the move. A uniform is held as ``u`` on ``[0, 1/2)`` and as
 ``v = 1 - u`` on ``(0, 1/2]`` (inverted with ``F`` and ``S`` respectively), so quantiles deep in
 either tail are resolved. Cost per binomial: the window, ``O(sigma)`` (a few multiplications
-per entry); the move is offered only where ``N <= SHIFT_MAX_N`` (so ``sigma <= sqrt(N) / 2``
-stays bounded and so does the cost per move, whatever ``N``), and only where the noise
-dominates (:func:`default_shifts`): at large ``N`` the noise is small against ``sqrt(N)``
-unless the release's scale is huge, where ``latent="auto"`` takes the joint table.
+per entry); per proposal ``I - 1`` class windows plus ``O(|n' - n| K)`` unit draws (thinned
+rows; ``2 K`` row windows per moved class with quantile rows). The move is offered only where
+``N <= SHIFT_MAX_N`` (so ``sigma <= sqrt(N) / 2`` stays bounded and so does the cost per move,
+whatever ``N``), and by default only where the noise dominates (:func:`default_shifts`): at
+large ``N`` the noise is small against ``sqrt(N)`` unless the release's scale is huge, where
+``latent="auto"`` takes the joint table.
 """
 
 from __future__ import annotations
@@ -100,7 +102,8 @@ from numba import njit
 
 from privpost.inference._damcmc_fast import _iw_adapt
 
-__all__ = ["coordinate_log_ratio", "binom_window", "window_size", "draw_uniform", "invert_uniform", "shift_moves",
+__all__ = ["coordinate_log_ratio", "binom_window", "window_size", "draw_uniform",
+           "invert_uniform", "shift_moves",
            "default_shifts", "SHIFT_MAX_N", "SHIFT_MIN_RATIO", "BERNSTEIN_L"]
 
 #: ``-log`` of half the omitted mass of a binomial window (module docstring).
@@ -205,7 +208,7 @@ def binom_window(n, pi, F, S):
         S[0] = 0.0
         nn = int(n)
         return nn, nn
-    L = 47.0
+    L = BERNSTEIN_L
     var = n * pi * (1.0 - pi)
     t = L / 3.0 + math.sqrt(L * L / 9.0 + 2.0 * L * var)
     mu = n * pi
