@@ -557,7 +557,7 @@ def test_shift_defaults_and_refusals():
     elsewhere; a hostile n_shift is refused naming the field; the notes state the move."""
     from privpost.inference._margins_shift import SHIFT_MAX_N, SHIFT_MIN_RATIO, default_shifts
 
-    assert default_shifts(SHIFT_MIN_RATIO, 100) == 4
+    assert default_shifts(SHIFT_MIN_RATIO, 100) == 8 and default_shifts(100.0, 100) == 4
     assert default_shifts(SHIFT_MIN_RATIO / 2, 100) == 0
     assert default_shifts(1e6, SHIFT_MAX_N + 1) == 0
     model = tiny_model()

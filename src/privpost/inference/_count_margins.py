@@ -114,7 +114,8 @@ from numba import njit
 from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_table import log_eta, pair_sweep_c, residuals
-from privpost.inference._margins_shift import (SHIFT_MAX_N, _draw_unit, _touch,
+from privpost.inference._margins_shift import (SHIFT_MAX_N, SHIFT_REFRESH_CAP,
+                                               _draw_unit, _touch,
                                                coordinate_log_ratio, default_shifts,
                                                shift_moves, window_size)
 from privpost.models._numeric import log_space_dirichlet
@@ -454,7 +455,8 @@ class MarginsLatent(CountLatent):
         The notes' description of the latent.
     n_pairs, n_refresh, refresh_mean : optional
         Pair moves, refresh moves per iteration and the refresh's mean unit count (defaults
-        :func:`default_moves`, :func:`default_refresh_mean`).
+        :func:`default_moves`, :func:`default_refresh_mean`; where the default shift is on and
+        the noise ratio < 100, at most ``SHIFT_REFRESH_CAP`` refreshes).
     n_shift : int >= 0, optional
         Quantile-shift (non-centred) proposals of ``p`` per iteration
         (:mod:`privpost.inference._margins_shift`; default
@@ -511,6 +513,8 @@ class MarginsLatent(CountLatent):
             raise PrivpostError("margins latent: n_pairs and n_refresh must be >= 0")
         if n_shift is None:
             self.n_shift = default_shifts(self.noise_ratio, self.N)
+            if n_refresh is None and self.n_shift and self.noise_ratio < 100.0:
+                self.n_refresh = min(self.n_refresh, SHIFT_REFRESH_CAP)
         else:
             if isinstance(n_shift, bool) or not isinstance(n_shift, (int, np.integer)) or \
                     not 0 <= n_shift <= 1000:

@@ -104,7 +104,7 @@ from privpost.inference._damcmc_fast import _iw_adapt
 
 __all__ = ["coordinate_log_ratio", "binom_window", "window_size", "draw_uniform",
            "invert_uniform", "shift_moves",
-           "default_shifts", "SHIFT_MAX_N", "SHIFT_MIN_RATIO", "BERNSTEIN_L"]
+           "default_shifts", "SHIFT_REFRESH_CAP", "SHIFT_MAX_N", "SHIFT_MIN_RATIO", "BERNSTEIN_L"]
 
 #: ``-log`` of half the omitted mass of a binomial window (module docstring).
 BERNSTEIN_L = 47.0
@@ -129,10 +129,21 @@ def window_size(N: int) -> int:
     return int(min(N, 2 * math.ceil(t) + 2)) + 2
 
 
+#: Refresh moves per iteration at most where the shift is on and ``lam < 100`` (the shift
+#: moves the class counts the refresh walked; ``MarginsLatent`` applies it to its default).
+SHIFT_REFRESH_CAP = 16
+
+
 def default_shifts(lam: float, N: int) -> int:
-    """Quantile-shift proposals per iteration: 4 where the noise dominates (noise ratio ``lam
-    >= SHIFT_MIN_RATIO``) and ``N <= SHIFT_MAX_N``, else 0."""
-    return 4 if (lam >= SHIFT_MIN_RATIO and 0 < N <= SHIFT_MAX_N) else 0
+    """Quantile-shift proposals per iteration where the noise dominates (noise ratio ``lam >=
+    SHIFT_MIN_RATIO``) and ``N <= SHIFT_MAX_N``: 8 below ``lam = 100``, 4 above; else 0.
+    Measured (``bench_nb_margins_moves.py``, 4 x 2,000 after 500, load ~11, worst ESS per
+    CPU-s; (n_refresh, n_shift)): n = 10^3 (lam = 15): (51, 4) 465, (16, 4) 645, (16, 8) 786,
+    (8, 8) 797; n = 300 (lam = 50): (16, 4) 634, (16, 8) 821; n = 100 (lam = 150): (6, 4)
+    1,219, (6, 8) 1,030, (16, 8) 1,137."""
+    if not (lam >= SHIFT_MIN_RATIO and 0 < N <= SHIFT_MAX_N):
+        return 0
+    return 8 if lam < 100.0 else 4
 
 
 @njit(cache=True, nogil=True)
