@@ -575,3 +575,19 @@ def test_shift_defaults_and_refusals():
     assert MarginsLatent(**base, n_shift=0).n_shift == 0
     post = _margins_post(model, rel, draws=200, warmup=100, chains=2, seed=0)
     assert any("quantile-shift" in n for n in post.notes), post.notes
+
+
+def test_shift_adapts_in_the_warm_up_only():
+    """The shift's proposal (scale and Cholesky factor) moves during the warm-up and is frozen
+    once draws are kept; its acceptance counts only the kept iterations."""
+    model = tiny_model()
+    law = _shift_law(model, SHIFT_CASES["noise-dominated"]())
+    ch = law.chains([np.random.default_rng(0)], "data")[0]
+    f0 = ch.iw_f.copy()
+    ch.run(300, False)
+    assert ch.iw_f[0] != f0[0] and ch.sh_counts[0] == 0
+    f1, L1 = ch.iw_f.copy(), ch.iw_chol.copy()
+    ch.run(300, True)
+    np.testing.assert_array_equal(ch.iw_f, f1)
+    np.testing.assert_array_equal(ch.iw_chol, L1)
+    assert ch.sh_counts[0] == 300 * law.n_shift and 0 < ch.sh_counts[1] < ch.sh_counts[0]
