@@ -131,7 +131,8 @@ def test_driver_with_cells_gives_the_dense_drivers_chain(make, monkeypatch):
     model, rel = make()
     prob = D._Problem(model, rel, proposal=None, sweeps_per_iteration=2, interweave=3)
     assert fastmod.resolve_fast_path(prob, True).cells is not None    # the path under test
-    kw = dict(draws=400, warmup=200, chains=2, seed=8, progress=False, cores=1, fast_path=True,
+    kw = dict(latent="records", draws=400, warmup=200, chains=2, seed=8, progress=False, cores=1,
+              fast_path=True,
               interweave=3, sweeps_per_iteration=2)
     a = pp.infer(model, rel, method="damcmc", **kw)
     monkeypatch.setattr(fastmod, "builtin_cells", lambda query: None)
