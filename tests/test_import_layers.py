@@ -64,6 +64,7 @@ ALLOWED_TOP_LEVEL = {
     # private helpers at the bottom of the graph
     "_lazy.py": "lazy package attributes (start-up time)",
     "_rng.py": "seeds -> Generators",
+    "_numba_cache.py": "Numba's on-disk cache dropped when a source changed (package import)",
     "_ndtri.py": "normal quantile without SciPy (diagnostics)",
     "_netcdf.py": "Posterior.to_netcdf through h5netcdf",
     "_samplers.py": "exact integer noise samplers (mechanisms)",
