@@ -264,26 +264,34 @@ class OccupiedTable(CountTable):
         if N < 0:
             raise PrivpostError(f"count table: the total N must be >= 0, got {N}")
         order = np.concatenate([np.delete(np.arange(J, dtype=np.int64), anchor), [anchor]])
-        shift_given = n_shift is not None
+        self._n_shift_given = n_shift is not None
         n_shift = 2 if n_shift is None else n_shift
         super().__init__(groups=[order], totals=[N], n_shift=n_shift,
                          n_pairs=n_pairs_for(J, N) if n_pairs is None else n_pairs, **kw)
-        self.n_shift = 0
+        self._n_shift_base = 0
         if self.free is not None and n_shift:
             dim = np.asarray(self.free[0](self.prior_sample(np.random.default_rng(0)))).size
             if dim <= MAX_SHIFT_DIM:
-                self.n_shift = int(n_shift)
+                self._n_shift_base = int(n_shift)
         self.fit = fit
         self.hmc_step = None if hmc_step is None else float(hmc_step)
         self.hmc_steps = int(hmc_steps)
         self.loglinear = loglinear
-        if shift is None:
-            shift = default_shift(J, N, loglinear is not None)
+        self.set_shift(default_shift(J, N, loglinear is not None) if shift is None else shift)
+
+    def set_shift(self, shift: str) -> None:
+        """Choose the non-centred move (``"quantile"``, ``"residual"``; ``"quantile-wrong"`` is
+        the tests' wrong variant) and its number per iteration: the ``n_shift`` given, else 2,
+        else for the compiled quantile shift ``QUANTILE_WORK / (N + J)`` between 2 and 40. Call
+        before :meth:`chains`; every choice keeps the target."""
         if shift not in ("quantile", "residual", "quantile-wrong"):
             raise PrivpostError(f"count table: shift must be 'quantile' or 'residual', "
                                 f"got {shift!r}")
         self.shift = shift
-        if loglinear is not None and shift == "quantile" and self.n_shift and not shift_given:
+        self.n_shift = self._n_shift_base
+        N, J = int(self.totals[0]), self.J
+        if self.loglinear is not None and shift == "quantile" and self.n_shift and \
+                not self._n_shift_given:
             self.n_shift = int(min(40, max(2, QUANTILE_WORK // (N + J))))
 
     def start(self, rng, start: str):
