@@ -192,24 +192,36 @@ class HMCStep:
 
 
 #: With the compiled quantile shift (``loglinear`` tables), it is the default up to this many
-#: units per cell (and ``MAX_QUANTILE_UNITS`` units); the residual shift above. Measured on
-#: ``bench_counts``' mrf4 (J = 16): benchmarks/README.md, "CliqueMRF theta kernel compiled".
+#: units per cell, whatever ``J`` (a cap in cells, so that a move's cost ``O(N + J m)`` stays
+#: ``O(J)``, free of ``n``); above, the residual shift where it can move (``RESIDUAL_MAX_CELLS``).
+#: Measured on ``bench_counts``' mrf4 (J = 16): benchmarks/README.md, "CliqueMRF theta kernel
+#: compiled"; on §9's 59,049-cell tables at N = 10^5: EXPERIMENTS §9.10 (the former extra cap
+#: of 10^4 units kept the residual shift there, which accepted 0.00 on chain3).
 QUANTILE_UNITS_PER_CELL = 16
-MAX_QUANTILE_UNITS = 10**4
+#: The residual shift runs by default only on tables of at most this many cells (the parent
+#: :class:`~privpost.inference._count_table.CountTable`'s rule, ``MAX_SHIFT_DIM`` free cells).
+#: On larger joint tables most cells hold ``N p_j = O(1)`` units, and rounding ``N p`` there
+#: moves whole units at a multinomial cost of ``O(1)`` each, or below zero: measured on §9's
+#: chain3 (N = 10^5, 10^6) and ER (N = 10^6) tables, a proposal of ``|dv| = 10^-3`` already
+#: costs ``-3`` to ``-16`` in median log ratio and has a negative cell in 37-62 % of draws, so
+#: the adapted step is ``~10^-4`` against a posterior sd of ``v`` of ``~10^-2`` per coordinate
+#: (EXPERIMENTS §9.10): idle work, left out.
+RESIDUAL_MAX_CELLS = MAX_SHIFT_DIM + 1
 #: Compiled quantile-shift moves per iteration by default: ``QUANTILE_WORK / (N + J)`` (each
 #: move costs ``O(N + J m)``), between 2 and 40. On mrf4 at ``n = 10^2`` (2 theta steps):
 #: worst ESS per draw 0.61-0.68 with 40 moves, 0.46 with 20, 0.29 with 10, 0.11 with 2.
 QUANTILE_WORK = 4000
 
 
-def default_shift(J: int, N: int, compiled: bool) -> str:
+def default_shift(J: int, N: int, compiled: bool) -> str | None:
     """The non-centred move by default: ``"quantile"`` when ``N <= J`` (Python move) or, for a
-    compiled (log-linear) table, ``N <= min(QUANTILE_UNITS_PER_CELL J, MAX_QUANTILE_UNITS)``
-    when that is larger; ``"residual"`` otherwise (the quantile move costs ``O(N)`` a move)."""
-    lim = J
-    if compiled and N > J:
-        lim = max(J, min(QUANTILE_UNITS_PER_CELL * J, MAX_QUANTILE_UNITS))
-    return "quantile" if N <= lim else "residual"
+    compiled (log-linear) table, ``N <= QUANTILE_UNITS_PER_CELL J``; above, ``"residual"`` on
+    tables of at most ``RESIDUAL_MAX_CELLS`` cells and ``None`` (no non-centred move: the
+    residual shift cannot move there) on larger ones."""
+    lim = QUANTILE_UNITS_PER_CELL * J if compiled else J
+    if N <= lim:
+        return "quantile"
+    return "residual" if J <= RESIDUAL_MAX_CELLS else None
 
 
 class OccupiedTable(CountTable):
@@ -251,7 +263,8 @@ class OccupiedTable(CountTable):
 
     Parameters: those of :class:`CountTable` with ``groups`` and ``totals`` replaced by ``N``
     (the public total) and ``anchor`` (int), and ``fit``, ``hmc_step``, ``shift``
-    (``"quantile"``, ``"residual"``; default :func:`default_shift`), ``loglinear``.
+    (``"quantile"``, ``"residual"``; default :func:`default_shift`, which may choose none),
+    ``loglinear``.
     """
 
     def __init__(self, *, N, anchor: int, n_pairs=None, n_shift=None, fit=None,
@@ -279,11 +292,14 @@ class OccupiedTable(CountTable):
         self.loglinear = loglinear
         self.set_shift(default_shift(J, N, loglinear is not None) if shift is None else shift)
 
-    def set_shift(self, shift: str) -> None:
-        """Choose the non-centred move (``"quantile"``, ``"residual"``; ``"quantile-wrong"`` is
-        the tests' wrong variant) and its number per iteration: the ``n_shift`` given, else 2,
-        else for the compiled quantile shift ``QUANTILE_WORK / (N + J)`` between 2 and 40. Call
-        before :meth:`chains`; every choice keeps the target."""
+    def set_shift(self, shift: str | None) -> None:
+        """Choose the non-centred move (``"quantile"``, ``"residual"``, ``None`` for none;
+        ``"quantile-wrong"`` is the tests' wrong variant) and its number per iteration: the
+        ``n_shift`` given, else 2, else for the compiled quantile shift ``QUANTILE_WORK / (N +
+        J)`` between 2 and 40. Call before :meth:`chains`; every choice keeps the target."""
+        if shift is None:
+            self.shift, self.n_shift = None, 0
+            return
         if shift not in ("quantile", "residual", "quantile-wrong"):
             raise PrivpostError(f"count table: shift must be 'quantile' or 'residual', "
                                 f"got {shift!r}")
@@ -324,7 +340,12 @@ class OccupiedTable(CountTable):
             return [f"{moves}, the theta update and {self.n_shift} {kind} (non-centred) "
                     f"moves per iteration; shift acceptance after warm-up "
                     f"{min(sh):.2f}-{max(sh):.2f}"]
-        return [f"{moves} and the theta update per iteration"]
+        why = ""
+        if self.shift is None and self._n_shift_base:
+            why = (f" (no non-centred move: above {QUANTILE_UNITS_PER_CELL} units per cell the "
+                   f"residual shift cannot move on a table of more than {RESIDUAL_MAX_CELLS} "
+                   f"cells, EXPERIMENTS §9.10)")
+        return [f"{moves} and the theta update per iteration{why}"]
 
 
 class OccupiedTableChain(TableChain):
