@@ -177,6 +177,9 @@ def main(argv=None) -> None:
                     help="kept iterations per chain (default: until converged, --max-seconds)")
     ap.add_argument("--structure", default=None, help="only this structure (chain1/chain3/er)")
     ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--chain-seed", type=int, default=None,
+                    help="the chains' seed (default: --seed + the cell's place in its file); "
+                         "--seed also draws the cells and releases")
     ap.add_argument("--shift", choices=("quantile", "residual", "none"), default=None,
                     help="the non-centred move instead of the table's default")
     ap.add_argument("--only", default=None, help="structure[,N[,eps]] filter, e.g. chain1,1000")
@@ -202,7 +205,8 @@ def main(argv=None) -> None:
             row = point_row(cell, a.max_em)
         else:
             row = damcmc_row(cell, max_seconds=a.max_seconds, draws=a.draws, warmup=a.warmup,
-                             chains=a.chains, n_pairs=a.n_pairs, seed=a.seed + len(done),
+                             chains=a.chains, n_pairs=a.n_pairs,
+                             seed=a.seed + len(done) if a.chain_seed is None else a.chain_seed,
                              shift=a.shift)
         row["load"] = [round(v, 2) for v in __import__("os").getloadavg()]
         with path.open("a") as fh:
