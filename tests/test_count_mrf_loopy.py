@@ -141,8 +141,8 @@ def test_start_is_in_the_prior_range_on_a_loopy_structure():
     assert np.linalg.norm(B.T @ th_old) > 5 * typical, np.linalg.norm(B.T @ th_old)
 
 
-#: 10 records of the 3-node chain: N = 10 > J = 8 units, 1.25 per cell (the quantile shift's
-#: default above J since the cap is QUANTILE_UNITS_PER_CELL * J, EXPERIMENTS §9.10).
+#: 10 records of the 3-node chain: N = 10 > J = 8 units, 1.25 per cell (the compiled quantile
+#: shift is the default there, up to min(16 J, 10^4) units).
 X10 = np.array([[0, 0, 0], [0, 0, 1], [1, 1, 1], [1, 1, 1], [0, 0, 0], [0, 1, 1], [1, 1, 0],
                 [0, 0, 0], [1, 0, 0], [1, 1, 1]])
 
@@ -179,8 +179,8 @@ def test_quantile_shift_alone_keeps_the_exact_posterior(case):
     (the table's information about theta counted twice) must be rejected (> 2 K_MCSE; > K_MCSE
     for ``N=10>J``, the rule of tests/_tolerance.py).
     ``N=10>J``: more units than cells (10 records of the 3-node chain, Laplace b = 2; all 19,448
-    histograms of 10 records), where the quantile shift is now the default up to 16 J units
-    (EXPERIMENTS §9.10)."""
+    histograms of 10 records), a regime where the compiled quantile shift is the default (up to
+    min(16 J, 10^4) units) and which the N = 4 case does not reach."""
     import arviz as az
 
     from _mrf_exact import design, is_posterior

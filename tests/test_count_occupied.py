@@ -136,16 +136,16 @@ def test_mrf_table_uses_occupied_moves_and_the_shift_move():
     assert _law(129, Laplace(epsilon=2.0)).shift == "residual"
     assert default_shift(8, 9, False) == "residual" and default_shift(8, 8, False) == "quantile"
     assert default_shift(10**6, 10**6, True) == "quantile"
-    # a cap in cells (16 J), not in units: §9's 3^10 table at N = 10^5 takes the quantile
-    # shift; above 16 J the residual shift only on tables of at most RESIDUAL_MAX_CELLS cells
-    # (on larger ones it cannot move: EXPERIMENTS §9.10), else no non-centred move
-    assert default_shift(3**10, 10**5, True) == "quantile"
-    assert default_shift(10**3, 16 * 10**3, True) == "quantile"
-    assert default_shift(10**3, 16 * 10**3 + 1, True) is None
-    assert default_shift(3**10, 10**6, True) is None
+    # above the quantile shift's cap, the residual shift only on tables of at most
+    # RESIDUAL_MAX_CELLS cells (on larger ones it cannot move: EXPERIMENTS §9.10), else none
+    assert default_shift(10**3, 10**4, True) == "quantile"
+    assert default_shift(10**3, 10**4 + 1, True) is None
+    assert default_shift(3**10, 3**10, True) == "quantile"
+    assert default_shift(3**10, 10**5, True) is None and default_shift(3**10, 10**6, True) is None
     assert default_shift(RESIDUAL_MAX_CELLS, 16 * RESIDUAL_MAX_CELLS + 1, True) == "residual"
-    assert default_shift(RESIDUAL_MAX_CELLS + 1, 16 * RESIDUAL_MAX_CELLS + 17, True) is None
-
+    assert default_shift(RESIDUAL_MAX_CELLS + 1, 10**4 + 1, True) is None
+    assert default_shift(RESIDUAL_MAX_CELLS + 1, RESIDUAL_MAX_CELLS + 1, False) == "quantile"
+    assert default_shift(RESIDUAL_MAX_CELLS + 1, RESIDUAL_MAX_CELLS + 2, False) is None
 
 def _release():
     model = CliqueMRF([2, 2, 2], CL, prior_sd=1.0)
@@ -225,15 +225,15 @@ def test_mrf_table_theta_update_with_the_table_mass_is_exact():
 
 
 def test_large_mrf_table_above_the_quantile_cap_runs_no_idle_residual_shift():
-    """J = 3^6 = 729 > RESIDUAL_MAX_CELLS cells: the quantile shift up to 16 J units; above, no
-    non-centred move (the residual shift cannot move on such tables, EXPERIMENTS §9.10), and the
-    notes say so; the user's n_shift does not bring the idle move back by default."""
+    """J = 3^6 = 729 > RESIDUAL_MAX_CELLS cells: the quantile shift up to its cap of
+    min(16 J, 10^4) = 10^4 units; above, no non-centred move (the residual shift cannot move on
+    such tables, EXPERIMENTS §9.10), and the notes say so; still available on request."""
     levels, cl = [3] * 6, [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]]
     model = CliqueMRF(levels, cl, prior_sd=1.0)
     rng = np.random.default_rng(0)
     th = model.prior_sample(rng)
     J = 3 ** 6
-    for N, shift in ((16 * J, "quantile"), (16 * J + 1, None)):
+    for N, shift in ((10**4, "quantile"), (10**4 + 1, None)):
         x = model.simulate(th, N, rng)
         rel = pp.release(x, query=MarginalTables(levels, cl), mechanism=Laplace(epsilon=1.0),
                          seed=1)

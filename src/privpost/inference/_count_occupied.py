@@ -192,12 +192,13 @@ class HMCStep:
 
 
 #: With the compiled quantile shift (``loglinear`` tables), it is the default up to this many
-#: units per cell, whatever ``J`` (a cap in cells, so that a move's cost ``O(N + J m)`` stays
-#: ``O(J)``, free of ``n``); above, the residual shift where it can move (``RESIDUAL_MAX_CELLS``).
-#: Measured on ``bench_counts``' mrf4 (J = 16): benchmarks/README.md, "CliqueMRF theta kernel
-#: compiled"; on §9's 59,049-cell tables at N = 10^5: EXPERIMENTS §9.10 (the former extra cap
-#: of 10^4 units kept the residual shift there, which accepted 0.00 on chain3).
+#: units per cell (and ``MAX_QUANTILE_UNITS`` units); above, the residual shift where it can move
+#: (``RESIDUAL_MAX_CELLS``). Measured on ``bench_counts``' mrf4 (J = 16): benchmarks/README.md,
+#: "CliqueMRF theta kernel compiled". Raising the unit cap to ``16 J`` (which would bring the
+#: quantile shift to §9's 3^10 table at N = 10^5) was measured and not adopted: worst-theta ESS
+#: per CPU-s 0.3-1.2x the chain without it on 4 grid cells (EXPERIMENTS §9.10).
 QUANTILE_UNITS_PER_CELL = 16
+MAX_QUANTILE_UNITS = 10**4
 #: The residual shift runs by default only on tables of at most this many cells (the parent
 #: :class:`~privpost.inference._count_table.CountTable`'s rule, ``MAX_SHIFT_DIM`` free cells).
 #: On larger joint tables most cells hold ``N p_j = O(1)`` units, and rounding ``N p`` there
@@ -215,10 +216,12 @@ QUANTILE_WORK = 4000
 
 def default_shift(J: int, N: int, compiled: bool) -> str | None:
     """The non-centred move by default: ``"quantile"`` when ``N <= J`` (Python move) or, for a
-    compiled (log-linear) table, ``N <= QUANTILE_UNITS_PER_CELL J``; above, ``"residual"`` on
-    tables of at most ``RESIDUAL_MAX_CELLS`` cells and ``None`` (no non-centred move: the
-    residual shift cannot move there) on larger ones."""
-    lim = QUANTILE_UNITS_PER_CELL * J if compiled else J
+    compiled (log-linear) table, ``N <= min(QUANTILE_UNITS_PER_CELL J, MAX_QUANTILE_UNITS)``
+    when that is larger; above, ``"residual"`` on tables of at most ``RESIDUAL_MAX_CELLS`` cells
+    and ``None`` (no non-centred move: the residual shift cannot move there) on larger ones."""
+    lim = J
+    if compiled and N > J:
+        lim = max(J, min(QUANTILE_UNITS_PER_CELL * J, MAX_QUANTILE_UNITS))
     if N <= lim:
         return "quantile"
     return "residual" if J <= RESIDUAL_MAX_CELLS else None
@@ -342,9 +345,9 @@ class OccupiedTable(CountTable):
                     f"{min(sh):.2f}-{max(sh):.2f}"]
         why = ""
         if self.shift is None and self._n_shift_base:
-            why = (f" (no non-centred move: above {QUANTILE_UNITS_PER_CELL} units per cell the "
-                   f"residual shift cannot move on a table of more than {RESIDUAL_MAX_CELLS} "
-                   f"cells, EXPERIMENTS §9.10)")
+            why = (f" (no non-centred move: above the quantile shift's cap the residual shift "
+                   f"cannot move on a table of more than {RESIDUAL_MAX_CELLS} cells, "
+                   f"EXPERIMENTS §9.10)")
         return [f"{moves} and the theta update per iteration{why}"]
 
 
