@@ -116,10 +116,8 @@ def damcmc_row(cell: dict, *, max_seconds: float | None = None, draws: int | Non
     out["build_s"] = time.perf_counter() - t0
     if n_pairs is not None:
         law.n_pairs = min(int(law.n_pairs), int(n_pairs))
-    if shift == "none":
-        law.n_shift = 0
-    elif shift is not None:
-        law.set_shift(shift)
+    if shift is not None:
+        law.set_shift(None if shift == "none" else shift)
     out["shift"] = law.shift if law.n_shift else "none"
     out["n_pairs"], out["n_shift"] = int(law.n_pairs), int(law.n_shift)
     t0, c0 = time.perf_counter(), time.process_time()
