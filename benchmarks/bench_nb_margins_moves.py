@@ -1,7 +1,8 @@
 """The margins latent's moves per iteration (``_count_margins.default_moves``): worst-parameter
 ESS per CPU second of 4 chains x 2,000 draws after 500 on seed 000's naive-Bayes model
 (``bench_counts.joint_problem("nb", n, 1)``'s true table, re-released with Laplace at each eps),
-for a list of ``(n_pairs, n_refresh, refresh_mean)`` settings; ``{}`` is the default.
+for a list of ``(n_pairs, n_refresh, refresh_mean, n_shift, shift_row_map)`` settings (any
+attribute of the latent); ``{}`` is the default.
 
     python benchmarks/bench_nb_margins_moves.py 100,1000 1,10 "[{}, dict(n_pairs=0)]"
 """
@@ -37,7 +38,7 @@ def run(model, rel, **kw):
                                  progress=False)
     cpu = time.process_time() - c0
     ess, _ = diagnostics.worst(diagnostics.summarise(post.draws, cheap=True))
-    return law.n_pairs, law.n_refresh, law.refresh_mean, ess, cpu
+    return law.n_pairs, law.n_refresh, law.refresh_mean, law.n_shift, ess, cpu
 
 
 def main():
@@ -45,8 +46,9 @@ def main():
     epss = [float(x) for x in sys.argv[2].split(",")]
     cfgs = eval(sys.argv[3])        # noqa: S307 - a benchmark's own command line
     print(f"load {os.getloadavg()[0]:.1f} at start")
-    print("| n | eps | n_pairs | n_refresh | refresh mean | worst ESS | CPU s | ESS/CPU-s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| n | eps | n_pairs | n_refresh | refresh mean | n_shift | worst ESS | CPU s | "
+          "ESS/CPU-s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     dom = joint_domain((5,) + (3,) * 5)
     for n in ns:
         for eps in epss:
@@ -61,8 +63,8 @@ def main():
             rel = Release(rel.query, m, n, m.sample(stat, seed=rng))
             run(model, rel, n_pairs=2, n_refresh=1)      # compile / load, untimed
             for cfg in cfgs:
-                npair, nref, mu, ess, cpu = run(model, rel, **cfg)
-                print(f"| {n:.0e} | {eps:g} | {npair} | {nref} | {mu:.3g} | {ess:.0f} | "
+                npair, nref, mu, nsh, ess, cpu = run(model, rel, **cfg)
+                print(f"| {n:.0e} | {eps:g} | {npair} | {nref} | {mu:.3g} | {nsh} | {ess:.0f} | "
                       f"{cpu:.2f} | {ess / cpu:.0f} |", flush=True)
     print(f"load {os.getloadavg()[0]:.1f} at end")
 

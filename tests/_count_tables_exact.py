@@ -17,6 +17,10 @@ one-dimensional marginals are Betas. So the posterior mean and CDF of every para
 exact finite mixtures. Nothing here uses privpost's samplers or its count-table code; ``A`` is
 built by brute force from ``query.statistic`` of one record per joint cell.
 
+``log_eta`` (optional): a callable giving the noise log-density of every table's statistic
+(``(tables, d)`` integers -> ``(tables,)``), e.g. in exact integer arithmetic far from every
+feasible table (tests/test_noise_cancellation.py); by default ``mechanism.logpdf``.
+
 ``wrong="coefficient"`` leaves the multinomial coefficient ``N!/prod c!`` out of ``w_c`` (the
 "binomial coefficient left out" variant of issue 21): the wrong target a correct sampler must
 reject.
@@ -43,15 +47,18 @@ class NBExact:
     ``releases``: a list of ``Release`` (all of the model's ``NaiveBayesCounts``), ``N`` records.
     Entries are addressed as ``("p", i)`` or ``("q{k}", i, j)``."""
 
-    def __init__(self, model, releases, N, wrong=None):
+    def __init__(self, model, releases, N, wrong=None, log_eta=None):
         I, levels = model.n_classes, model.n_levels
         dom = np.array(list(itertools.product(range(I), *[range(J) for J in levels])))
         q = releases[0].query
         A = np.stack([q.statistic(r[None]) for r in dom])            # (cells, d) brute force
         H = compositions(N, dom.shape[0])                             # (tables, cells)
         stat = H @ A                                                  # (tables, d)
-        log_eta = sum(np.array([float(rel.mechanism.logpdf(rel.observed, t)) for t in stat])
-                      for rel in releases)
+        if log_eta is None:
+            log_eta = sum(np.array([float(rel.mechanism.logpdf(rel.observed, t)) for t in stat])
+                          for rel in releases)
+        else:               # a callable: (tables, d) integer statistics -> (tables,) log eta
+            log_eta = np.asarray(log_eta(stat), dtype=float)
         ny = np.stack([H[:, dom[:, 0] == i].sum(1) for i in range(I)], 1)   # (tables, I)
         logw = _lbeta(model.class_alpha + ny) - _lbeta(model.class_alpha)
         self.row = {}

@@ -40,6 +40,7 @@ STATISTICAL_MODULES = {
     "test_mrf_compiled", "test_naive_ops", "test_p5_prior_until", "test_penalty",
     "test_predictive", "test_randomized_response",
     "test_count_mrf_loopy", "test_mrf_kernel", "test_declare", "test_hostile_inputs",
+    "test_noise_cancellation",
 }
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from privpost.inference._damcmc_fast import _interweave, _no_fused_step
+from privpost.inference._damcmc_fast import _interweave, _no_cells, _no_fused_step
 from privpost.inference.damcmc import AUTO_COMPILED_STEPS, run
 from privpost.mechanisms import Laplace
 from privpost.models import LinearRegression, NaiveBayesLogLinear
@@ -161,7 +161,8 @@ def _move_loop(innovations, from_innovations, to_free, from_free, log_target, lo
     for it in range(adapt + out.shape[0]):
         _interweave(innovations, from_innovations, to_free, from_free, log_target, log_density,
                     contrib, 1, it < adapt, use_l2, theta, records, t_cur, T, s_obs, weight, rng, u, xp, tp,
-                    Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol, _no_fused_step, False)
+                    Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol, _no_fused_step, False,
+                    _no_cells, False, np.zeros((1, 1), dtype=np.int64))
         if it >= adapt:
             out[it - adapt, :] = theta
 

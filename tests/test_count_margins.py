@@ -145,7 +145,7 @@ def test_refresh_alone_against_enumeration():
     """(b) the unit-refresh move ALONE (no pair moves) plus the theta draws: the exact law."""
     model = tiny_model()
     rel = tiny_release()
-    law = _law(model, rel, n_pairs=0, n_refresh=2, refresh_mean=2.0)
+    law = _law(model, rel, n_pairs=0, n_refresh=2, refresh_mean=2.0, n_shift=0)
     exact, ex = margins_law(model, [rel], 4)
     ms, res = run_chains(law, 5000)
     zs = margins_zs(ms, exact, CELLS)
@@ -180,7 +180,7 @@ def test_refresh_with_class_ratio_term_fails():
     """(c) WRONG: the refresh's ratio times the class-count term DM(n') / DM(n)."""
     model = tiny_model()
     rel, exact = _wrong_release(model)
-    law = _law(model, rel, n_pairs=0, n_refresh=2, refresh_mean=2.0)
+    law = _law(model, rel, n_pairs=0, n_refresh=2, refresh_mean=2.0, n_shift=0)
     ms, _ = run_chains(law, 3000)
     assert max(map(abs, margins_zs(ms, exact, {"n0": [0, 1]}).values())) < K_MCSE
     law.wrong = 1
@@ -202,7 +202,7 @@ def test_pair_moves_alone_and_dm_term_dropped_fails():
     collapsed conditional (concentrations 1 in the move, 6 in the model), which must fail."""
     model = tiny_model(6.0)
     rel = tiny_release(Laplace(epsilon=0.5))          # b = 8: the prior factor dominates
-    law = _law(model, rel, n_refresh=0, n_pairs=4)
+    law = _law(model, rel, n_refresh=0, n_pairs=4, n_shift=0)
     ms, _ = run_chains(law, 3000)
     n0 = ms[..., 0] + ms[..., 1]
     assert np.all(n0 == n0[:, :1])      # every chain keeps its start's class counts
@@ -301,7 +301,7 @@ def test_defaults_notes_and_auto():
     model = tiny_model()
     rel = tiny_release()
     law = model.count_latent(rel)
-    assert isinstance(law, MarginsLatent) and not law.auto          # n = 4 < 8 M
+    assert isinstance(law, MarginsLatent) and not law.auto          # n = 4 < 2 M
     post = pp.infer(model, rel, method="damcmc", draws=200, warmup=100, chains=2, seed=0,
                     progress=False)
     assert _count_latent.latent_of(post)[0] == "records"
@@ -451,3 +451,143 @@ def test_auto_keeps_the_joint_table_where_the_refresh_would_be_capped():
         law = model.count_latent(rel)
         assert isinstance(law, kind), (b, n, type(law))
         assert isinstance(law, MarginsLatent) or "joint count table" in law.table
+
+
+# ============================================================================================
+# the quantile-shift (non-centred) move of p (privpost.inference._margins_shift)
+# ============================================================================================
+
+@pytest.mark.parametrize("n, pi", [(0, 0.3), (1, 0.5), (7, 0.0), (7, 1.0), (100, 0.3),
+                                   (100, 1e-9), (100, 1 - 1e-9), (4000, 0.02), (100_000, 0.5),
+                                   (100_000, 0.999)])
+def test_binomial_window_against_scipy(n, pi):
+    """The tabulated binomial (``binom_window``): CDF and survival against SciPy (relative,
+    where above the window's omitted mass), the omitted mass below Bernstein's 1e-20, the
+    preimage of each count equal to its pmf, ``invert(draw(x)) == x`` for every count; WRONG:
+    the u refresh off by one (the preimage of x - 1) never returns x."""
+    from scipy import stats
+
+    from privpost.inference._margins_shift import (binom_window, draw_uniform, invert_uniform,
+                                                   window_size)
+
+    F, S = np.zeros(window_size(n)), np.zeros(window_size(n))
+    lo, hi = binom_window(float(n), pi, F, S)
+    xs = np.arange(lo, hi + 1)
+    assert hi - lo + 1 <= F.size
+    ef, es = stats.binom.cdf(xs, n, pi), stats.binom.sf(xs, n, pi)
+    w = hi - lo + 1
+    # relative to rounding, absolute to the omitted mass (< 1e-20)
+    assert np.allclose(F[:w], ef, rtol=1e-11, atol=1e-20)
+    assert np.allclose(S[:w], es, rtol=1e-11, atol=1e-20)
+    assert stats.binom.cdf(lo - 1, n, pi) + stats.binom.sf(hi, n, pi) < 1e-20
+    rng = np.random.default_rng(0)
+    lens = []
+    for x in xs:
+        a = x - lo
+        f0, s0 = (F[a - 1], S[a - 1]) if a else (0.0, 1.0)
+        lens.append(max(0.0, min(F[a], 0.5) - f0) + max(0.0, min(s0, 0.5) - S[a]))
+        if lens[-1] > 0:
+            for _ in range(4):
+                v, up = draw_uniform(int(x), lo, hi, F, S, rng, 0)
+                assert up in (0, 1) and 0 <= v <= 0.5
+                assert invert_uniform(v, up, lo, hi, F, S) == x
+                v, up = draw_uniform(int(x), lo, hi, F, S, rng, 1)        # WRONG
+                assert up < 0 or invert_uniform(v, up, lo, hi, F, S) != x
+    assert np.allclose(lens, stats.binom.pmf(xs, n, pi), rtol=0, atol=1e-14)
+    assert draw_uniform(hi + 1, lo, hi, F, S, rng, 0)[1] == -1           # off the window
+
+
+def _shift_law(model, rel, wrong=0, row_map=1):
+    """The margins chain with the quantile shift ALONE (no pair moves, no refresh; the exact
+    theta draw of every iteration does not move the margins); ``row_map`` 1: rows by thinning /
+    adding, 0: by their own quantile uniforms."""
+    law = _law(model, rel, n_pairs=0, n_refresh=0, n_shift=4)
+    law.shift_wrong = wrong
+    law.shift_row_map = row_map
+    return law
+
+
+SHIFT_CASES = {
+    "laplace": lambda: tiny_release(),                                  # b = 2
+    "gaussian": lambda: tiny_release(Gaussian(rho=0.5), seed=4),         # sigma = 2
+    "noise-dominated": lambda: tiny_release(Laplace(epsilon=0.2), seed=5),   # b = 20
+}
+
+
+@pytest.mark.parametrize("row_map", [1, 0], ids=["rows-thinned", "rows-quantile"])
+@pytest.mark.parametrize("case", list(SHIFT_CASES))
+def test_shift_alone_against_enumeration(case, row_map):
+    """The quantile-shift move alone (with the theta draws, which leave the margins where they
+    are) keeps the exact p(m | s) and p(theta | s), Laplace and Gaussian noise, and noise that
+    swamps the counts; the rows following the class counts by thinning / adding or by their
+    own quantiles."""
+    model = tiny_model()
+    rel = SHIFT_CASES[case]()
+    law = _shift_law(model, rel, row_map=row_map)
+    exact, ex = margins_law(model, [rel], 4)
+    ms, res = run_chains(law, 4000)
+    zs = margins_zs(ms, exact, CELLS)
+    assert len(zs) >= 6
+    assert max(map(abs, zs.values())) < K_MCSE, zs
+    zt = theta_zs(res, ex, ENTRIES)
+    assert max(map(abs, zt)) < K_MCSE, zt
+    acc = [r["shift_accept"] for r in res]
+    assert 0.05 < min(acc) and max(acc) < 0.95, acc
+
+
+@pytest.mark.parametrize("wrong", [1, 2, 3], ids=["u-interval-off-by-one",
+                                             "jacobian-left-out", "thinning-by-level"])
+def test_shift_wrong_variants_fail(wrong):
+    """WRONG variants of the move alone: the u refresh drawn on the preimage of ``x - 1``, the
+    prior ratio without the additive-log-ratio Jacobian (``prod p^(a - 1)``), and the rows
+    thinned by removing a uniform non-empty level instead of a uniform unit; each must be told
+    apart from the exact law (class count, a row cell, p)."""
+    model = tiny_model()
+    rel = SHIFT_CASES["noise-dominated"]()
+    exact, ex = margins_law(model, [rel], 4)
+    # the level-thinning's bias is the smallest (|z| ~ 6 at 3,000 iterations): longer chains
+    ms, res = run_chains(_shift_law(model, rel, wrong), 20000 if wrong == 3 else 3000)
+    zs = list(margins_zs(ms, exact, CELLS).values())
+    zs += [z_mean(np.stack([r["p"][:, 0] for r in res]), ex.mean(("p", 0)))]
+    assert max(map(abs, zs)) > 2 * K_MCSE, zs
+
+
+def test_shift_defaults_and_refusals():
+    """The move is on by default where the noise dominates and N <= SHIFT_MAX_N, off
+    elsewhere; a hostile n_shift is refused naming the field; the notes state the move."""
+    from privpost.inference._margins_shift import SHIFT_MAX_N, SHIFT_MIN_RATIO, default_shifts
+
+    assert default_shifts(SHIFT_MIN_RATIO, 100) == 8 and default_shifts(100.0, 100) == 4
+    assert default_shifts(SHIFT_MIN_RATIO / 2, 100) == 0
+    assert default_shifts(1e6, SHIFT_MAX_N + 1) == 0
+    model = tiny_model()
+    rel = tiny_release(Laplace(epsilon=0.2))
+    law = _law(model, rel)
+    assert law.noise_ratio >= SHIFT_MIN_RATIO and law.n_shift == 4
+    base = dict(names=law.names, shapes=law.shapes, class_alpha=law.class_alpha,
+                feature_alpha=law.feature_alpha, levels=law.levels, N=4, coords=law.coords,
+                prior_sample=model.prior_sample, start_release=law.start_release, table="")
+    for bad in (-1, 1001, 2.5, True, "4", float("nan")):
+        with pytest.raises(PrivpostError, match="n_shift"):
+            MarginsLatent(**base, n_shift=bad)
+    with pytest.raises(PrivpostError, match="n_shift"):
+        MarginsLatent(**{**base, "N": SHIFT_MAX_N + 1}, n_shift=1)
+    assert MarginsLatent(**base, n_shift=0).n_shift == 0
+    post = _margins_post(model, rel, draws=200, warmup=100, chains=2, seed=0)
+    assert any("quantile-shift" in n for n in post.notes), post.notes
+
+
+def test_shift_adapts_in_the_warm_up_only():
+    """The shift's proposal (scale and Cholesky factor) moves during the warm-up and is frozen
+    once draws are kept; its acceptance counts only the kept iterations."""
+    model = tiny_model()
+    law = _shift_law(model, SHIFT_CASES["noise-dominated"]())
+    ch = law.chains([np.random.default_rng(0)], "data")[0]
+    f0 = ch.iw_f.copy()
+    ch.run(300, False)
+    assert ch.iw_f[0] != f0[0] and ch.sh_counts[0] == 0
+    f1, L1 = ch.iw_f.copy(), ch.iw_chol.copy()
+    ch.run(300, True)
+    np.testing.assert_array_equal(ch.iw_f, f1)
+    np.testing.assert_array_equal(ch.iw_chol, L1)
+    assert ch.sh_counts[0] == 300 * law.n_shift and 0 < ch.sh_counts[1] < ch.sh_counts[0]

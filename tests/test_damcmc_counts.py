@@ -327,6 +327,14 @@ def test_latent_choice_and_notes():
     with pytest.raises(IncompatibleError, match="no exact count table"):
         run(NormalKnownVariance(0.0, 1.0, 1.0), nrel, latent="counts", draws=5, warmup=0,
             **KW)
+    # a model that cannot explain the release: its own refusal names the field (review4 D5)
+    from privpost.models import CliqueMRF
+    from privpost.queries import MarginalTables
+    mq = MarginalTables([2, 2], [[0, 1]])
+    mrel = privpost.Release(query=mq, mechanism=Laplace(scale=1.0).calibrate(mq.sensitivity("l1")),
+                            observed=np.array([1.0, 2.0, 0.0, 2.0]), n=5)
+    with pytest.raises(IncompatibleError, match="levels"):
+        run(CliqueMRF([3, 2], [[0, 1]]), mrel, latent="counts", draws=5, warmup=0, **KW)
     # a release set on parts of the data is not one table
     part = ReleaseSet([rel, rel], subsets=["D1", "D2"])
     assert model.count_latent(part) is None

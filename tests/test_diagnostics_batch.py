@@ -104,3 +104,23 @@ def test_hmm_sized_posterior_in_chunks(monkeypatch):
     monkeypatch.setattr(batch, "_CHUNK_ELEMENTS", 2 * 80 * 3)       # 3 entries a chunk
     assert _max_rel_diff(whole, dg.summarise(draws)) == 0.0
     assert _max_rel_diff(_reference(draws, cheap=False), whole) < 1e-12
+
+
+def test_fft_length_is_scipys_next_fast_len_and_pads_enough():
+    """The autocovariances' FFT length (_fast_len) is SciPy's next 5-smooth length, and it
+    pads enough: ESS with it equals ESS with the old power-of-two padding to rounding."""
+    from scipy.fft import next_fast_len
+
+    from privpost._diagnostics_batch import _autocov, _fast_len
+
+    assert all(_fast_len(t) == next_fast_len(t, real=True) for t in range(1, 5000))
+    rng = np.random.default_rng(4)
+    a = np.cumsum(rng.standard_normal((3, 2500)), axis=1)       # strongly autocorrelated
+    c = a - a.mean(axis=1, keepdims=True)
+    f = np.fft.rfft(c, n=8192, axis=1)
+    ref = np.fft.irfft(f * np.conjugate(f), n=8192, axis=1)[:, :2500] / 2500
+    np.testing.assert_allclose(_autocov(a), ref, rtol=1e-9, atol=1e-9 * ref[:, :1].max())
+    # too short a padding (m = n) wraps around: the wrong variant differs
+    f = np.fft.rfft(c, n=2500, axis=1)
+    wrapped = np.fft.irfft(f * np.conjugate(f), n=2500, axis=1) / 2500
+    assert np.max(np.abs(wrapped - ref)) > 1e-3 * ref[:, :1].max()

@@ -122,7 +122,11 @@ def test_spec_round_trip_and_bad_specs():
     assert model_from_spec(m.to_dict()).hyperparameters() == m.hyperparameters()
     for bad, msg in [("mrf:levels=2;2,cliques=0;2", "cliques"),
                      ("mrf:levels=2;1,cliques=0;1", "levels"),
-                     ("mrf:levels=2;2,cliques=0;1,prior_sd=-1", "prior_sd")]:
+                     ("mrf:levels=2;2,cliques=0;1,prior_sd=-1", "prior_sd"),
+                     # review4 D4: accepted before, then an OverflowError / ZeroDivisionError
+                     ("mrf:levels=2;2,cliques=0;1,prior_sd=1e300", "prior_sd"),
+                     ("mrf:levels=2;2,cliques=0;1,prior_sd=1e-300", "prior_sd"),
+                     ("mrf:levels=2;2,cliques=0;1,prior_sd=1e7", "prior_sd")]:
         with pytest.raises(PrivpostError, match=msg):
             model_from_spec(bad)
 

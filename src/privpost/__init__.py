@@ -20,8 +20,14 @@ Example::
 from __future__ import annotations
 
 import importlib
+import os
 
 from privpost._lazy import lazy_package
+from privpost._numba_cache import ensure_fresh
+
+# Numba's on-disk cache is invalidated per file only: drop it when any source changed, before
+# a compiled module loads (privpost/_numba_cache.py says why)
+ensure_fresh(os.path.dirname(os.path.abspath(__file__)))
 
 __version__ = "0.1.0"
 

@@ -27,6 +27,9 @@ limit                    default             what it bounds
                                              exact rational rounding of :mod:`privpost.mechanisms`
                                              and of composition in range (no overflow, no
                                              subnormal loss of precision)
+``max_observed_scales``  1e12                ``|observed| / scale`` of a Gaussian-family
+                                             (``l2`` kernel) release given to ``infer``
+                                             (:func:`check_observed`)
 =======================  ==================  ===================================================
 
 Change a limit for the whole process with :func:`set_limits` (e.g.
@@ -47,7 +50,7 @@ from typing import Iterator
 from privpost.errors import PrivpostError
 
 __all__ = ["Limits", "get_limits", "set_limits", "limits", "check_dim", "check_n", "check_inference",
-           "check_latent", "check_draws", "check_parameter", "check_count"]
+           "check_latent", "check_draws", "check_parameter", "check_count", "check_observed"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class Limits:
     max_columns: int = 10_000
     max_cell_chars: int = 1_000
     parameter_range: tuple[float, float] = (1e-150, 1e150)
+    max_observed_scales: float = 1e12
 
 
 _current = Limits()
@@ -143,6 +147,50 @@ def check_parameter(name: str, value: float) -> float:
                             "(privacy parameters, noise scales and sensitivities must be finite "
                             "and of moderate magnitude; see privpost.limits)")
     return value
+
+
+def check_observed(release) -> None:
+    """Every Gaussian-family (``l2`` kernel: Gaussian, discrete Gaussian) release of ``release``
+    (a release or a release set) must have ``|observed[m]| <= max_observed_scales * scale[m]``.
+
+    Why: the samplers evaluate the noise log-ratio of a move that changes coordinate ``m`` of
+    the statistic by ``d`` as ``-w d (d - 2 r)`` with ``r = s - a`` the residual and ``w = 1 /
+    (2 scale^2)`` (:mod:`privpost.inference._kernels`); ``r`` is exact to ``ulp(s) ~ 2^-52 |s|``,
+    so the ratio is exact to about ``2^-52 |s| |d| / scale^2``, i.e. ``2.2e-4 |d| / scale`` at
+    the default limit -- a bias of acceptance probabilities far below what a chain can resolve.
+    Beyond it (``s ~ 1e300``: ``r`` no longer carries the statistic at all, and ``r^2``
+    overflows) no float64 evaluation is exact, so the release is refused, naming the
+    coordinate. Laplace-family (``l1``) releases are exact at any finite value (the change
+    ``|r - d| - |r|`` is ``-d`` or ``d`` when ``r`` and ``r - d`` have one sign) and are not
+    limited. An honest Gaussian release is this far from 0 only when its statistic is: e.g. a
+    sum of ``n = 10^9`` values clamped to ``[0, B]`` released at ``epsilon <= 10^3``
+    (``scale >= B / epsilon``) is within ``10^12`` scales."""
+    limit = _current.max_observed_scales
+    releases = getattr(release, "releases", None) or [release]
+    for rel in releases:
+        mech = getattr(rel, "mechanism", None)
+        obs = getattr(rel, "observed", None)
+        if mech is None or obs is None or getattr(mech, "kernel", None) != "l2":
+            continue
+        scale = getattr(mech, "scale", None)
+        if scale is None:
+            continue
+        import numpy as np
+
+        obs = np.asarray(obs, dtype=float).ravel()
+        sc = np.broadcast_to(np.asarray(scale, dtype=float), obs.shape)
+        with np.errstate(over="ignore", invalid="ignore"):
+            bad = np.flatnonzero(~(np.abs(obs) <= limit * sc))
+        if bad.size:
+            m = int(bad[0])
+            from privpost.errors import ReleaseError
+
+            raise ReleaseError(
+                f"observed[{m}]", f"{obs[m]:.6g} is {abs(obs[m]) / sc[m]:.3g} noise scales "
+                f"(scale {sc[m]:.6g}) from 0, beyond the limit of {limit:g} "
+                "(max_observed_scales): the Gaussian noise log-ratio cannot be evaluated "
+                "exactly in float64 there (raise it with privpost.limits.set_limits if "
+                "intended)")
 
 
 def _int_or_none(value):

@@ -175,11 +175,12 @@ def _model_notes(model, release, post, check=True):
 def _infer(model, release, method, options):
     """Dispatch from the registry: the method's route for this (model, release) pair, the
     options checked against it, the resource limits, then the route's entry point."""
-    from privpost.limits import check_inference
+    from privpost.limits import check_inference, check_observed
 
     spec = _registry.method_spec(method)
     route = _registry.route_for(spec, model, release)
     _registry.check_options(spec, route, options)   # before any method runs: no TypeError
+    check_observed(release)     # Gaussian noise far beyond float64's precision: refused
     run = _registry.entry_point(route)
     if route.takes_method:
         return run(method, model, release, **options)

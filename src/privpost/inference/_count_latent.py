@@ -174,6 +174,10 @@ def count_law(model, release, latent: str = "auto",
     if law is not None and latent == "auto" and not getattr(law, "auto", True):
         return None     # declared, but the records are the cheaper latent (law.auto says why)
     if law is None and latent == "counts":
+        check = getattr(model, "check_query", None)
+        if callable(check):     # the model's own refusal names the field (e.g. levels differ)
+            for rel in getattr(release, "releases", None) or [release]:
+                check(getattr(rel, "query", None))
         raise IncompatibleError(
             f"latent='counts': model {type(model).__name__} declares no exact count table for "
             f"this release (query {type(getattr(release, 'query', None)).__name__}); use "

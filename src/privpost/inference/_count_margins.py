@@ -73,6 +73,11 @@ One iteration (compiled, :func:`margins_iterations`)
    that the ratio with a class-count term ``DM(n') / DM(n)`` added fails).
 3. **Theta** ``~ p(theta | m)``: ``p ~ Dir(a + n)``, ``q_k[i] ~ Dir(b_ki + m[k, i])`` (exact).
 
+4. **Quantile shift** (non-centred, where the noise dominates; off by default elsewhere):
+   ``n_shift`` MH proposals of ``p`` with the margins following it through fixed uniforms of
+   their sequential-binomial quantiles (:mod:`privpost.inference._margins_shift`, which derives
+   it); it leaves ``pi(m, theta | s)`` invariant, so it can follow step 3.
+
 Step 1 leaves ``pi(m, theta_U | s)`` invariant, step 2 ``pi(m | s)``, and step 3 restores the
 joint from the marginal of ``m``: the composition is a partially collapsed Gibbs sampler whose
 every stage conditions only on what the previous one left with its right law, so it leaves
@@ -109,6 +114,10 @@ from numba import njit
 from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_table import log_eta, pair_sweep_c, residuals
+from privpost.inference._margins_shift import (SHIFT_MAX_N, SHIFT_REFRESH_CAP,
+                                               _draw_unit, _touch,
+                                               coordinate_log_ratio, default_shifts,
+                                               shift_moves, window_size)
 from privpost.models._numeric import log_space_dirichlet
 
 __all__ = ["MarginsLatent", "margins_iterations", "refresh_move", "default_refresh_mean",
@@ -206,22 +215,6 @@ def default_refresh_mean(w, l2, per_unit: int, N: int, cap: float = MAX_REFRESH_
 # ============================================================================================
 
 @njit(cache=True, nogil=True)
-def _draw_unit(c, st, ln, tot, rng):
-    """Index ``j in [0, ln)`` of a unit uniform among the ``tot`` units of ``c[st:st + ln]``
-    (integer counts stored as float64; ``tot`` their sum, ``> 0``)."""
-    u = np.floor(rng.random() * tot)
-    acc = 0.0
-    last = ln - 1
-    for j in range(ln):
-        if c[st + j] > 0.0:
-            last = j
-            acc += c[st + j]
-            if u < acc:
-                return j
-    return last
-
-
-@njit(cache=True, nogil=True)
 def _draw_pred(c, alpha, st, ln, rng):
     """Index ``j in [0, ln)`` with probability ``(alpha[st + j] + c[st + j]) / sum``."""
     tot = 0.0
@@ -234,18 +227,6 @@ def _draw_pred(c, alpha, st, ln, rng):
         if u < acc:
             return j
     return ln - 1
-
-
-@njit(cache=True, nogil=True)
-def _touch(j, delta, d_arr, mark, lst, nl):
-    """``d_arr[j] += delta``; ``j`` appended to ``lst`` (marked) the first time; returns the
-    list's new length."""
-    if not mark[j]:
-        mark[j] = True
-        lst[nl] = j
-        nl += 1
-    d_arr[j] += delta
-    return nl
 
 
 @njit(cache=True, nogil=True)
@@ -297,22 +278,9 @@ def refresh_move(k, c, n, N, class_alpha, feat_alpha, off, levels, dc, dn, mark_
         n[i] += 1.0
         dn[i] += 1.0
         tot += 1.0
-    # net change of the released coordinates
-    n_co = 0
-    for a in range(n_cells):
-        j = cells[a]
-        if dc[j] != 0.0:
-            for q in range(cell_ptr[j], cell_ptr[j + 1]):
-                n_co = _touch(cell_coord[q], cell_coef[q] * dc[j], dr, mark_r, coords, n_co)
-    la = 0.0
-    for a in range(n_co):
-        m = coords[a]
-        z0 = r[m]
-        z1 = r[m] - dr[m]
-        if l2[m]:
-            la -= w[m] * (z1 - z0) * (z1 + z0)
-        else:
-            la -= w[m] * (abs(z1) - abs(z0))
+    # net change of the released coordinates, coordinate by coordinate
+    la, n_co = coordinate_log_ratio(n_cells, cells, dc, cell_ptr, cell_coord, cell_coef, dr,
+                                    mark_r, coords, r, w, l2)
     if wrong == 1:
         for i in range(I):
             if dn[i] != 0.0:
@@ -375,7 +343,10 @@ def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha
                        cell_grp,
                        grp_ptr, grp_cells, cell_ptr, cell_coord, cell_coef, s, w, l2, log_const,
                        r, b_idx, b_r, b_v, b_w, b_l2, dc, dn, mark_c, cells, dr, mark_r, coords,
-                       p, q, lq, lp_work, counts, out_theta, out_log_eta, rng, wrong):
+                       p, q, lq, lp_work, counts, out_theta, out_log_eta, rng, wrong,
+                       n_shift, adapting, sh_c, sh_n, sh_p, sh_F, sh_S, sh_uv, sh_uu, sh_v,
+                       sh_vp, sh_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, sh_counts, sh_wrong,
+                       sh_row_map):
     """``n_iter`` iterations of the margins chain (module docstring): ``n_pairs`` exact pair
     moves within rows (``pair_sweep_c``; collapsed on the rows whose ``col_alpha`` is the
     Dirichlet concentration, given ``q`` = ``exp(lq)`` where it is 0), ``n_refresh`` refresh
@@ -385,7 +356,10 @@ def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha
     State (updated): ``c`` (M,) margins, ``n`` (I,) class counts, ``p`` (I,), ``q, lq`` (M,).
     With ``keep``, row ``t`` of ``out_theta`` (n_iter, I + M) gets ``[p, q]`` after iteration
     ``t`` and ``out_log_eta[t]`` the log noise density of the margins. ``counts`` (2,) int64:
-    [refresh proposals, acceptances] (added to)."""
+    [refresh proposals, acceptances] (added to). After the theta draw, ``n_shift`` quantile-shift
+    proposals of ``p`` (:func:`privpost.inference._margins_shift.shift_moves`; its work arrays
+    ``sh_*``, its proposal ``iw_*`` adapted while ``adapting``, ``sh_counts`` its [proposals,
+    acceptances] after the warm-up, ``sh_wrong`` its test-only wrong variants)."""
     I = n.shape[0]
     M = c.shape[0]
     g_p = 0.0
@@ -410,6 +384,12 @@ def margins_iterations(n_iter, keep, c, n, N, class_alpha, feat_alpha, col_alpha
                                       dc, dn, mark_c, cells, dr, mark_r, coords, cell_ptr,
                                       cell_coord, cell_coef, w, l2, r, rng, wrong)
         theta_draw(c, n, class_alpha, feat_alpha, off, levels, p, q, lq, lp_work, rng)
+        if n_shift > 0:                         # r = s - T c is current (step 1 set it)
+            shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell_ptr,
+                        cell_coord, cell_coef, w, l2, r, sh_c, sh_n, sh_p, dc, mark_c, cells,
+                        dr, mark_r, coords, sh_F, sh_S, sh_uv, sh_uu, sh_v, sh_vp, sh_z, iw_f,
+                        iw_i, iw_mean, iw_m2, iw_chol, sh_counts, rng, sh_wrong,
+                        sh_row_map)
         if keep:
             for i in range(I):
                 out_theta[t, i] = p[i]
@@ -475,14 +455,21 @@ class MarginsLatent(CountLatent):
         The notes' description of the latent.
     n_pairs, n_refresh, refresh_mean : optional
         Pair moves, refresh moves per iteration and the refresh's mean unit count (defaults
-        :func:`default_moves`, :func:`default_refresh_mean`).
+        :func:`default_moves`, :func:`default_refresh_mean`; where the default shift is on and
+        the noise ratio < 100, at most ``SHIFT_REFRESH_CAP`` refreshes).
+    n_shift : int >= 0, optional
+        Quantile-shift (non-centred) proposals of ``p`` per iteration
+        (:mod:`privpost.inference._margins_shift`; default
+        :func:`~privpost.inference._margins_shift.default_shifts`: on where the noise
+        dominates and ``N <= SHIFT_MAX_N``). Refused above ``SHIFT_MAX_N`` (its cost per
+        proposal grows like ``sqrt(N)``).
     """
 
     stat_names = ("log_eta",)
 
     def __init__(self, *, names, shapes, class_alpha, feature_alpha, levels, N, coords,
                  prior_sample, start_release, table, n_pairs=None, n_refresh=None,
-                 refresh_mean=None):
+                 refresh_mean=None, n_shift=None):
         from privpost.limits import check_latent
 
         self.names = list(names)
@@ -524,7 +511,24 @@ class MarginsLatent(CountLatent):
         self.n_refresh = dr if n_refresh is None else int(n_refresh)
         if self.n_pairs < 0 or self.n_refresh < 0:
             raise PrivpostError("margins latent: n_pairs and n_refresh must be >= 0")
+        if n_shift is None:
+            self.n_shift = default_shifts(self.noise_ratio, self.N)
+            if n_refresh is None and self.n_shift and self.noise_ratio < 100.0:
+                self.n_refresh = min(self.n_refresh, SHIFT_REFRESH_CAP)
+        else:
+            if isinstance(n_shift, bool) or not isinstance(n_shift, (int, np.integer)) or \
+                    not 0 <= n_shift <= 1000:
+                raise PrivpostError(f"margins latent: n_shift must be an integer in [0, 1000], "
+                                    f"got {n_shift!r}")
+            if n_shift and self.N > SHIFT_MAX_N:
+                raise PrivpostError(f"margins latent: n_shift > 0 needs N <= {SHIFT_MAX_N} "
+                                    f"(its cost grows like sqrt(N)), got N = {self.N}")
+            self.n_shift = int(n_shift)
         self.wrong = 0
+        self.shift_wrong = 0
+        #: how the rows follow the class counts in the quantile shift: 1 thinning / adding
+        #: units (default), 0 their own quantile uniforms (``_margins_shift``)
+        self.shift_row_map = 1
         # pairs: uniform over each row's cells where the pair moves carry the chain (every row
         # gets its share whatever its class's size), by unit where the noise dominates
         self.unit_frac = 0.0 if self.noise_ratio < 100.0 else 1.0
@@ -592,7 +596,12 @@ class MarginsLatent(CountLatent):
                 f"{self.n_refresh} unit-refresh moves (k = min(N, 1 + Geometric), mean "
                 f"{self.refresh_mean:.3g} units; MH on the noise ratio) and the exact theta draw "
                 f"per iteration; refresh acceptance after warm-up "
-                f"{min(acc):.2f}-{max(acc):.2f}"]
+                f"{min(acc):.2f}-{max(acc):.2f}"] + (
+            [f"margins: {self.n_shift} quantile-shift (non-centred) proposals of p per "
+             f"iteration, the margins following p through fixed uniforms (step size adapted "
+             f"in the warm-up only); acceptance after warm-up "
+             f"{min(r['shift_accept'] for r in results):.2f}-"
+             f"{max(r['shift_accept'] for r in results):.2f}"] if self.n_shift else [])
 
 
 class MarginsChain:
@@ -621,6 +630,18 @@ class MarginsChain:
         theta_draw(self.c, self.n, law.class_alpha, law.feature_alpha, law.off, law.levels, self.p,
             self.q, self.lq, self.lp_work, rng)
         self.counts = np.zeros(2, dtype=np.int64)
+        # the quantile shift's work and adapted proposal (the compiled _IWState's start)
+        dim = I - 1 if law.n_shift else 0
+        nw = window_size(law.N) if law.n_shift else 1
+        D = (I - 1) + int(np.sum(I * (law.levels - 1))) if law.n_shift else 0
+        self.sh_c, self.sh_n, self.sh_p = np.zeros(M), np.zeros(I), np.zeros(I)
+        self.sh_F, self.sh_S = np.zeros(nw), np.zeros(nw)
+        self.sh_uv, self.sh_uu = np.zeros(D), np.zeros(D, dtype=np.int64)
+        self.sh_v, self.sh_vp, self.sh_z = np.zeros(dim), np.zeros(dim), np.zeros(dim)
+        self.iw_f = np.array([math.log(0.1), 0.44 if dim == 1 else 0.3])
+        self.iw_i = np.zeros(4, dtype=np.int64)
+        self.iw_mean, self.iw_m2, self.iw_chol = np.zeros(dim), np.zeros((dim, dim)), np.eye(dim)
+        self.sh_counts = np.zeros(2, dtype=np.int64)
         self.warm_counts = None
         self.done = 0
         self.n_stored = 0
@@ -643,7 +664,10 @@ class MarginsChain:
             law.cell_ptr, law.cell_coord, law.cell_coef, co.s, co.w, co.l2, co.log_const,
             self.r, self.b_idx, self.b_r, self.b_v, self.b_w, self.b_l2, self.dc, self.dn,
             self.mark_c, self.cells, self.dr, self.mark_r, self.coords, self.p, self.q, self.lq,
-            self.lp_work, self.counts, out_t, out_le, self.rng, law.wrong)
+            self.lp_work, self.counts, out_t, out_le, self.rng, law.wrong, law.n_shift,
+            not keep, self.sh_c, self.sh_n, self.sh_p, self.sh_F, self.sh_S, self.sh_uv,
+            self.sh_uu, self.sh_v, self.sh_vp, self.sh_z, self.iw_f, self.iw_i, self.iw_mean,
+            self.iw_m2, self.iw_chol, self.sh_counts, law.shift_wrong, law.shift_row_map)
         self.done += k
         if progress is not None:
             progress(self.done - 1)
@@ -665,4 +689,6 @@ class MarginsChain:
         base = self.warm_counts if self.warm_counts is not None else self.counts
         prop = int(self.counts[0] - base[0])
         res["refresh_accept"] = (int(self.counts[1] - base[1]) / prop) if prop else math.nan
+        res["shift_accept"] = (int(self.sh_counts[1]) / int(self.sh_counts[0])
+                               if self.sh_counts[0] else math.nan)
         return res

@@ -51,8 +51,10 @@ at least 1 (for ``a = 1`` the two terms cancel and ``f`` is the mechanism's fact
 Callers use it only then.
 
 Differences ``log f(k) - log f(k0)`` are computed in a cancellation-free form (``lgamma``
-differences by a Stirling expansion for large arguments, the ``l2`` term as a product), so the
-move stays exact in floating point at ``c ~ 10^9`` where ``lgamma`` itself is ``~ 2 * 10^10``.
+differences by a Stirling expansion for large arguments, the ``l2`` term as a product, the
+``l1`` term by :func:`privpost.inference._kernels.change_l1`), so the move stays exact in
+floating point at ``c ~ 10^9`` where ``lgamma`` itself is ``~ 2 * 10^10``, and at residuals
+``|r|`` far beyond ``2^53`` for ``l1``.
 
 Random numbers come from the chain's own ``numpy.random.Generator`` passed into the compiled code
 (the convention of the compiled DA-MCMC drivers, :mod:`privpost.inference._damcmc_fast`), so a
@@ -78,6 +80,8 @@ import math
 
 import numpy as np
 from numba import njit
+
+from privpost.inference._kernels import change_l1
 
 __all__ = ["pair_move", "pair_move_c", "log_f", "log_f_rel", "forward_diff", "pmf", "sample_many"]
 
@@ -127,7 +131,8 @@ def _log_f_rel(k, k0, ci, cj, dlp, ai, aj, r, v, w, l2, m):
             # (r - k v)^2 - (r - k0 v)^2 = (k0 - k) v (2 r - (k + k0) v)
             out -= w[q] * ((k0 - k) * v[q]) * (2.0 * r[q] - (k + k0) * v[q])
         else:
-            out -= w[q] * (abs(r[q] - k * v[q]) - abs(r[q] - k0 * v[q]))
+            # |r - k v| - |r - k0 v| from the residual at k0 (exact at any |r|, _kernels)
+            out -= w[q] * change_l1(r[q] - k0 * v[q], (k - k0) * v[q])
     return out
 
 
@@ -148,7 +153,7 @@ def _forward_diff(k, ci, cj, dlp, ai, aj, r, v, w, l2, m):
         if l2[q]:
             out -= w[q] * (-v[q]) * (2.0 * r[q] - (2.0 * k + 1.0) * v[q])
         else:
-            out -= w[q] * (abs(r[q] - (k + 1.0) * v[q]) - abs(r[q] - k * v[q]))
+            out -= w[q] * change_l1(r[q] - k * v[q], v[q])
     return out
 
 

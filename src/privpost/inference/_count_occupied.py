@@ -49,8 +49,9 @@ from numba import njit
 
 from privpost.errors import PrivpostError
 from privpost.inference._count_table import (MAX_SHIFT_DIM, CountTable, TableChain,
-                                             _pair_update_c, log_eta, residuals,
-                                             shift_log_ratio)
+                                             _pair_update_c, residuals, shift_log_ratio,
+                                             table_change)
+from privpost.inference._kernels import log_eta_change
 
 __all__ = ["occupied_sweep", "n_pairs_for", "OccupiedTable", "HMCStep"]
 
@@ -437,7 +438,6 @@ class OccupiedTableChain(TableChain):
         v = np.asarray(to_free(params), dtype=np.float64)
         lpr = float(law.log_prior(params)) + float(log_jac(params))
         residuals(self.c, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, self.r)
-        le = log_eta(self.r, co.w, co.l2)
         for _ in range(law.n_shift):
             F = np.cumsum(np.exp(self.lp - self.lp.max()))
             F /= F[-1]
@@ -457,9 +457,11 @@ class OccupiedTableChain(TableChain):
                 Fn /= Fn[-1]
                 new = np.minimum(np.searchsorted(Fn, u, side="right"), law.J - 1)
                 c_new = np.bincount(new, minlength=law.J).astype(np.float64)
-                residuals(c_new, law.cell_ptr, law.cell_coord, law.cell_coef, co.s, self.r_new)
-                le_new = log_eta(self.r_new, co.w, co.l2)
-                la = le_new - le + lprp - lpr
+                # noise part from the residuals and the change A (c_new - c) (cancellation-free,
+                # _kernels); r_new holds the change
+                table_change(self.c, c_new, law.cell_ptr, law.cell_coord, law.cell_coef,
+                             self.r_new)
+                la = log_eta_change(self.r, self.r_new, co.w, co.l2) + lprp - lpr
                 if law.shift == "quantile-wrong":
                     la = shift_log_ratio(self.c, c_new, self.lp, lp_new, law.cell_ptr,
                                          law.cell_coord, law.cell_coef, co.s, co.w, co.l2,
@@ -468,8 +470,10 @@ class OccupiedTableChain(TableChain):
                     la = -math.inf
                 alpha = 1.0 if la >= 0 else math.exp(la)
                 if log_u < la:
-                    params, v, lpr, le = prop, vp, lprp, le_new
+                    params, v, lpr = prop, vp, lprp
                     self.c, self.lp = c_new, lp_new
+                    residuals(self.c, law.cell_ptr, law.cell_coord, law.cell_coef, co.s,
+                              self.r)
                     if not adapting:
                         self.shift_acc += 1
             if adapting:

@@ -52,11 +52,11 @@ from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_moves import _lgamma_diff, pair_move_c
 from privpost.inference._damcmc_fast import _iw_adapt
-from privpost.inference._kernels import weights_for
+from privpost.inference._kernels import log_eta_change, weights_for
 from privpost.models._numeric import log_space_dirichlet
 
 __all__ = ["CountTable", "Coordinates", "pair_sweep", "pair_sweep_c",
-           "residuals", "log_eta", "shift_log_ratio",
+           "residuals", "table_change", "log_eta", "shift_log_ratio",
            "data_table", "ipf_table", "project_simplex_int"]
 
 
@@ -110,6 +110,20 @@ def residuals(c, cell_ptr, cell_coord, cell_coef, s, r):
         if cj != 0.0:
             for q in range(cell_ptr[j], cell_ptr[j + 1]):
                 r[cell_coord[q]] -= cell_coef[q] * cj
+
+
+@njit(cache=True, nogil=True)
+def table_change(c, c_new, cell_ptr, cell_coord, cell_coef, dr):
+    """``dr = A (c_new - c)`` (``dr``: (d,) output) with ``A`` in per-cell sparse form: the
+    change of the released statistic, exact for integer tables and integer coefficients (the
+    input of :func:`privpost.inference._kernels.log_eta_change`)."""
+    for m in range(dr.shape[0]):
+        dr[m] = 0.0
+    for j in range(c.shape[0]):
+        dj = c_new[j] - c[j]
+        if dj != 0.0:
+            for q in range(cell_ptr[j], cell_ptr[j + 1]):
+                dr[cell_coord[q]] += cell_coef[q] * dj
 
 
 @njit(cache=True, nogil=True)
@@ -357,8 +371,11 @@ def shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord, cell_coef, s, w,
     """``log [prod_g Mult(c_new | lp_new) eta(s | A c_new)] - log [... (c | lp) ...]``; ``-inf`` if
     a cell of ``c_new`` is negative. Cancellation-free at ``N ~ 1e9``: the multinomial part is
     ``sum_j c_j (lp'_j - lp_j) + (c'_j - c_j) lp'_j - [lgamma(c'_j + 1) - lgamma(c_j + 1)]``
-    (the ``lgamma(N_g + 1)`` terms cancel). ``r`` (d,) is filled with ``s - A c``, ``r_new`` with
-    ``s - A c_new``."""
+    (the ``lgamma(N_g + 1)`` terms cancel), and the noise part from the residuals
+    (:func:`privpost.inference._kernels.log_eta_change`; not ``log_eta(r_new) - log_eta(r)``,
+    which cancels when ``s`` is far from every feasible table; the change ``A (c_new - c)``
+    from the tables, :func:`table_change`). ``r`` (d,) is filled with ``s - A c``, ``r_new``
+    with ``r - A (c_new - c)`` (``s - A c_new``)."""
     out = 0.0
     for j in range(c.shape[0]):
         cn = c_new[j]
@@ -371,8 +388,10 @@ def shift_log_ratio(c, c_new, lp, lp_new, cell_ptr, cell_coord, cell_coef, s, w,
             out += (cn - co) * lp_new[j]
             out -= _lgamma_diff(co + 1.0, cn - co)
     residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
-    residuals(c_new, cell_ptr, cell_coord, cell_coef, s, r_new)
-    out += log_eta(r_new, w, l2) - log_eta(r, w, l2)
+    table_change(c, c_new, cell_ptr, cell_coord, cell_coef, r_new)
+    out += log_eta_change(r, r_new, w, l2)
+    for m in range(r.shape[0]):
+        r_new[m] = r[m] - r_new[m]
     if out != out:
         return -np.inf
     return out

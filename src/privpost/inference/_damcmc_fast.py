@@ -40,11 +40,11 @@ import numpy as np
 from numba import njit, types
 
 from privpost.errors import IncompatibleError
-from privpost.inference._kernels import sweep_l1, sweep_l2
+from privpost.inference._kernels import log_g_change, sweep_cells, sweep_l1, sweep_l2
 from privpost.models._numeric import chol_lower
 
-__all__ = ["CompiledModel", "CompiledInterweave", "FastPath", "resolve_fast_path", "builtin_contrib", "CompiledChain",
-           "pack_params", "unpack_params"]
+__all__ = ["CompiledModel", "CompiledInterweave", "FastPath", "resolve_fast_path", "builtin_contrib",
+           "builtin_cells", "CompiledChain", "pack_params", "unpack_params"]
 
 
 # ---- explicit signatures: the driver takes the model's and the query's functions as
@@ -54,11 +54,14 @@ __all__ = ["CompiledModel", "CompiledInterweave", "FastPath", "resolve_fast_path
 _F1 = types.float64[::1]
 _F2 = types.float64[:, ::1]
 _I1 = types.int64[::1]
+_I2 = types.int64[:, ::1]
 _RNG = types.NumPyRandomGeneratorType("NumPyRandomGeneratorType")
 #: ``update(theta, records, rng)`` and ``simulate(theta, out, rng)``
 SIG_UPDATE = SIG_SIMULATE = types.void(_F1, _F2, _RNG)
 #: ``contrib(records, out)``
 SIG_CONTRIB = types.void(_F2, _F2)
+#: ``cells(records, out)``: the one-hot contributions' cells, ``out`` (m, K) int64
+SIG_CELLS = types.void(_F2, _I2)
 #: ``innovations(theta, records, u, rng)``, ``from_innovations(theta, u, out)``,
 #: ``to_free(theta, v)``, ``from_free(theta, v, out)``, ``log_target(theta) -> float``
 SIG_INNOVATIONS = types.void(_F1, _F2, _F2, _RNG)
@@ -263,7 +266,61 @@ def _make_naive_bayes(offsets: np.ndarray, levels: np.ndarray, d: int):
     return contrib
 
 
+def _make_naive_bayes_cells(offsets: np.ndarray, levels: np.ndarray):
+    """Cells of :func:`_make_naive_bayes`'s contributions: ``out[r, k] = offset_k + y J_k +
+    x_k``, one per feature table (the tables are disjoint blocks of the released vector)."""
+    K = levels.shape[0]
+
+    @njit(cache=True, nogil=True)
+    def cells(rec, out):
+        for r in range(rec.shape[0]):
+            y = int(rec[r, 0])
+            for k in range(K):
+                out[r, k] = offsets[k] + y * levels[k] + int(rec[r, k + 1])
+    return cells
+
+
+@njit(cache=True, nogil=True)
+def _histogram_cells(rec, out):
+    """Cells of :func:`_make_histogram`'s contributions: ``out[r, 0] = category``."""
+    for r in range(rec.shape[0]):
+        out[r, 0] = int(rec[r, 0])
+
+
+@njit(cache=True, nogil=True)
+def _no_cells(rec, out):
+    """The ``cells`` argument of a driver run on dense contributions (never called:
+    ``use_cells`` False)."""
+    return
+
+
 _CONTRIB_CACHE: dict = {}
+_CELLS_CACHE: dict = {}
+
+
+def builtin_cells(query):
+    """``(cells, K)`` for the built-in one-hot count queries, or ``None``: a compiled
+    ``cells(records (m, w) float64, out (m, K) int64)`` giving the K coordinates where a record's
+    contribution is 1 (it is 0 elsewhere), position ``k`` ranging over its own block of
+    coordinates, disjoint from the others' -- what :func:`~privpost.inference._kernels.
+    sweep_cells` needs. ``NaiveBayesCounts``: K = its number of features (one cell per table);
+    ``Histogram``: K = 1. Checked against the compiled contributions by :func:`_validate`."""
+    name = getattr(query, "name", None)
+    try:
+        if name == "naive_bayes_counts":
+            n_cls = int(query.n_classes)
+            levels = np.asarray(query.n_levels, dtype=np.int64)
+            offsets = np.concatenate([[0], np.cumsum(n_cls * levels)[:-1]]).astype(np.int64)
+            key = ("naive-bayes", n_cls, levels.tobytes())
+            if key not in _CELLS_CACHE:
+                _CELLS_CACHE[key] = (_make_naive_bayes_cells(offsets, levels), int(levels.shape[0]))
+            return _CELLS_CACHE[key]
+        if name == "histogram":
+            int(query.categories)
+            return _histogram_cells, 1
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return None
 
 
 def builtin_contrib(query):
@@ -389,17 +446,20 @@ def _no_fused_step(theta, u, out, t_out, T_out):
 @njit(cache=True, nogil=True)
 def _interweave(innovations, from_innovations, to_free, from_free, log_target, log_density,
                 contrib, n_steps, adapting, use_l2, theta, records, t_cur, T, s_obs, weight, rng,
-                u, xp, tp, Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol, fused, use_fused):
+                u, xp, tp, Tp, v, vp, thp, z, iw_f, iw_i, mean, m2, chol, fused, use_fused,
+                cells, use_cells, c_buf):
     """``n_steps`` non-centred MH steps (damcmc.Sampler._interweave, compiled); with
     ``use_fused`` a proposal's records, contributions, their sum and ``log_density`` come from
     one call of ``fused`` (:class:`CompiledInterweave` ``fused_step``), else from three
-    passes."""
+    passes. With ``use_cells`` (one-hot count queries, :func:`builtin_cells`; takes precedence
+    over ``use_fused``) the proposal's sum is counted from its records' cells (``c_buf``
+    (n, K) int64) and the dense contributions ``t_cur`` are left alone (the driver does not
+    keep them in that mode)."""
     n, d = t_cur.shape
     dim = v.shape[0]
     innovations(theta, records, u, rng)
     to_free(theta, v)
     lp = log_target(theta) + log_density(theta, u)
-    lg = _log_g(T, s_obs, weight, use_l2)
     moved = False
     for _ in range(n_steps):
         for a in range(dim):
@@ -414,13 +474,21 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
         from_free(theta, vp, thp)
         lpp = log_target(thp)
         if lpp > -np.inf:
-            if use_fused:
+            if use_fused and not use_cells:
                 lpp += fused(thp, u, xp, tp, Tp)
             else:
                 lpp += log_density(thp, u)
         alpha = 0.0
         if lpp > -np.inf:
-            if not use_fused:
+            if use_cells:
+                from_innovations(thp, u, xp)
+                cells(xp, c_buf)
+                for c in range(d):
+                    Tp[c] = 0.0
+                for i in range(n):
+                    for q in range(c_buf.shape[1]):
+                        Tp[c_buf[i, q]] += 1.0
+            elif not use_fused:
                 from_innovations(thp, u, xp)
                 contrib(xp, tp)
                 for c in range(d):
@@ -428,8 +496,8 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
                     for i in range(n):
                         acc += tp[i, c]
                     Tp[c] = acc
-            lgp = _log_g(Tp, s_obs, weight, use_l2)
-            log_a = lpp - lp + lgp - lg
+            # log g(s, Tp) - log g(s, T) from the residuals (cancellation-free, _kernels)
+            log_a = lpp - lp + log_g_change(T, Tp, s_obs, weight, use_l2)
             if log_a != log_a:
                 log_a = -np.inf
             alpha = 1.0 if log_a >= 0 else math.exp(log_a)
@@ -439,9 +507,9 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
                 for a in range(dim):
                     v[a] = vp[a]
                 lp = lpp
-                lg = lgp
                 records[:, :] = xp
-                t_cur[:, :] = tp
+                if not use_cells:
+                    t_cur[:, :] = tp
                 for c in range(d):
                     T[c] = Tp[c]
                 moved = True
@@ -465,7 +533,7 @@ def _drive_sig(with_iw: bool):
         types.int64, types.int64, types.int64, types.float64, types.int64,    # n_iter .. recompute
         _F2, _F1, _F1, _F1, _I1, _F1,                                         # stores, ictr, fctr
         *iw, types.int64, _F2, _F2, _F2, _F1, _F1, _F1, _F1, _F1, _F1, _I1, _F1, _F2, _F2,
-        types.boolean)
+        types.boolean, ft(SIG_CELLS), types.boolean, _I2, _I2)
 
 
 def _driver():
@@ -485,8 +553,15 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
            log_const, recompute_every, store_theta, store_rate, store_min, store_log_eta,
            ictr, fctr, iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
            iw_log_target, iw_log_density, iw_fused, n_iw, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp,
-           iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, iw_use_fused):
+           iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, iw_use_fused, cells, use_cells,
+           c_cur, c_prop):
     """Run ``n_iter`` DA-MCMC iterations (Algorithm 1) entirely in compiled code.
+
+    With ``use_cells`` (one-hot count queries, :func:`builtin_cells`) the record sweep works on
+    the cells of the current records and of the proposals (``c_cur`` (n, K), ``c_prop``
+    (k*n, K) int64; :func:`~privpost.inference._kernels.sweep_cells`) instead of their dense
+    ``(n, d)`` contributions: same Generator calls, same acceptance ratios up to the order of
+    summation, O(K) instead of O(d) per record.
 
     ``ictr = [iteration, n_stored]``, ``fctr = [running block minimum, max drift of T]``.
     With the ``iw_*`` functions of :class:`CompiledInterweave` (``None`` for none: the branch is
@@ -508,12 +583,20 @@ def _drive(update, simulate, contrib, use_l2, theta, records, prop, t_cur, t_pro
             _interweave(iw_innovations, iw_from_innovations, iw_to_free, iw_from_free,
                         iw_log_target, iw_log_density, contrib, n_iw, it < warmup, use_l2, theta, records,
                         t_cur, T, s_obs, weight, rng, iw_u, iw_xp, iw_tp, iw_Tp, iw_v, iw_vp,
-                        iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, iw_fused, iw_use_fused)
+                        iw_thp, iw_z, iw_f, iw_i, iw_mean, iw_m2, iw_chol, iw_fused, iw_use_fused,
+                        cells, use_cells, c_cur)
         simulate(theta, prop, rng)
-        contrib(prop, t_prop)
+        if use_cells:
+            cells(records, c_cur)
+            cells(prop, c_prop)
+        else:
+            contrib(prop, t_prop)
         for r in range(m):
             log_u[r] = -rng.standard_exponential()
-        if use_l2:
+        if use_cells:
+            nacc = sweep_cells(use_l2, T, s_obs, c_cur, c_prop, log_u, weight, accept,
+                               record_counts, sweep_counts)
+        elif use_l2:
             nacc = sweep_l2(T, s_obs, t_cur, t_prop, empty, log_u, weight, accept,
                             record_counts, sweep_counts)
         else:
@@ -575,6 +658,10 @@ class FastPath:
                 log_target=fns[4], log_density=fns[5]))
         self.contrib = as_function(contrib, SIG_CONTRIB)
         self.source = source
+        #: ``(cells, K)`` of a one-hot count query (:func:`builtin_cells`) or None; checked
+        #: against ``contrib`` by :func:`_validate` (None there when they disagree)
+        found = builtin_cells(query) if query is not None else None
+        self.cells = (as_function(found[0], SIG_CELLS), found[1]) if found is not None else None
         #: the model's fused move step for this query (``CompiledInterweave.fused_step``) or
         #: None; checked against the three passes by :func:`_validate_interweave`
         self.fused = None
@@ -638,6 +725,10 @@ class CompiledChain:
         self.iw_mean = np.zeros(dim)
         self.iw_m2 = np.zeros((dim, dim))
         self.iw_chol = np.eye(dim)
+        # one-hot count queries: the sweep on cells (FastPath.cells)
+        kc = fast.cells[1] if fast.cells is not None else 1
+        self.c_cur = np.zeros((p.n if fast.cells is not None else 1, kc), dtype=np.int64)
+        self.c_prop = np.zeros((m if fast.cells is not None else 1, kc), dtype=np.int64)
 
     @property
     def it(self) -> int:
@@ -662,7 +753,13 @@ class CompiledChain:
                *(self.iw[2:8] + (f.fused or _no_fused_step,) if self.iw is not None
                  else (None,) * 7), self.n_iw, self.iw_u, self.iw_xp, self.iw_tp, self.iw_Tp,
                self.iw_v, self.iw_vp, self.iw_thp, self.iw_z, self.iw_f, self.iw_i,
-               self.iw_mean, self.iw_m2, self.iw_chol, f.fused is not None)
+               self.iw_mean, self.iw_m2, self.iw_chol, f.fused is not None,
+               f.cells[0] if f.cells is not None else _no_cells, f.cells is not None,
+               self.c_cur, self.c_prop)
+        if f.cells is not None:
+            # the driver on cells does not keep the dense contributions: rebuild them once per
+            # call, so that between calls t_cur is what it is on the dense path
+            f.contrib(self.records, self.t_cur)
 
     def extend(self, extra: int) -> None:
         """Room for ``extra`` more draws (run-until-converged rounds)."""
@@ -804,6 +901,16 @@ def _validate(problem, fast: FastPath, m: int = 32) -> None:
     if not np.allclose(out, want, rtol=1e-10, atol=1e-12):
         raise IncompatibleError(f"compiled contributions ({fast.source}) disagree with "
                                 f"{type(p.query).__name__}.t")
+    if fast.cells is not None:      # the cells against the contributions (one-hot, K per row)
+        cells, kc = fast.cells
+        idx = np.zeros((m, kc), dtype=np.int64)
+        cells(r2, idx)
+        onehot = np.zeros((m, p.d))
+        ok = bool(np.all((idx >= 0) & (idx < p.d)))
+        if ok:
+            np.add.at(onehot, (np.repeat(np.arange(m), kc), idx.ravel()), 1.0)
+        if not (ok and np.array_equal(onehot, out)):
+            fast.cells = None          # not one-hot as declared: the dense sweep
     sim = np.zeros((m, rw))
     cm.simulate(theta.copy(), sim, vrng)
     if not np.all(np.isfinite(sim)):

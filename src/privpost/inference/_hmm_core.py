@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from privpost.inference._count_moves import _lgamma_diff, pair_move
+from privpost.inference._kernels import change_l1, change_l2, noise_change
 
 __all__ = ["transition_counts", "emission_loglik", "z_sweep", "z_sweep_marginal", "state_sums", "dirichlet_blocks",
            "record_sweep", "count_sweep", "shift_moves", "thin_moves", "state_shift_moves", "draw_transitions", "dirichlet_box_reject", "dirichlet_box_blocks",
@@ -289,7 +290,9 @@ def record_sweep(records, start, z, theta, off, levels, counts, obs, inv_scale, 
     noise-density ratio ``g(obs | counts - e_a + e_b) / g(obs | counts)``, which involves the two
     coordinates ``a, b`` of the block only: Laplace-family ``l2 = False``:
     ``-(|o - n'| - |o - n|) * inv_scale`` summed over them; Gaussian-family ``l2 = True``:
-    ``-((o - n')^2 - (o - n)^2) * inv_scale`` with ``inv_scale = 1 / (2 sigma^2)``.
+    ``-((o - n')^2 - (o - n)^2) * inv_scale`` with ``inv_scale = 1 / (2 sigma^2)``; each
+    change computed from the residual ``o - n`` (:func:`privpost.inference._kernels.change_l2`,
+    ``change_l1``), never as a difference of the two terms.
     Cells with ``use[c] == 0`` are skipped. Returns the number of accepted level changes.
     """
     R, Tt = z.shape
@@ -320,12 +323,12 @@ def record_sweep(records, start, z, theta, off, levels, counts, obs, inv_scale, 
                 nb = counts[c, ib]
                 oa = obs[c, ia]
                 ob = obs[c, ib]
+                # count a: na -> na - 1, count b: nb -> nb + 1; each noise term's change from
+                # its residual (cancellation-free, _kernels)
                 if l2:
-                    delta = ((oa - na + 1.0) ** 2 - (oa - na) ** 2
-                             + (ob - nb - 1.0) ** 2 - (ob - nb) ** 2)
+                    delta = change_l2(oa - na, -1.0) + change_l2(ob - nb, 1.0)
                 else:
-                    delta = (abs(oa - na + 1.0) - abs(oa - na)
-                             + abs(ob - nb - 1.0) - abs(ob - nb))
+                    delta = change_l1(oa - na, -1.0) + change_l1(ob - nb, 1.0)
                 logr = -delta * inv_scale
                 if logr >= 0.0 or math.log(rng.random()) < logr:
                     records[i, d] = b
@@ -470,11 +473,7 @@ def _shifted_block_logr(cur, new, t_old, t_new, obs, w, l2):
         if c0 > 0.0:
             logr -= c0 * math.log(t_old[j])
         logr -= _lgamma_diff(c0 + 1.0, nj - c0)
-        ob = obs[j]
-        if l2:
-            logr -= w * ((ob - nj) ** 2 - (ob - c0) ** 2)
-        else:
-            logr -= w * (abs(ob - nj) - abs(ob - c0))
+        logr += noise_change(obs[j] - c0, nj - c0, w, l2)
     return logr
 
 
@@ -722,11 +721,8 @@ def thin_moves(z, theta, counts, obs, off, levels, sizes, w, l2, use, beta, logs
                              - _lgamma_diff(ni + 1.0, ni2 - ni) - _lgamma_diff(na + 1.0, na2 - na))
                     oi = obs[c, i]
                     oa = obs[c, a]
-                    if l2:
-                        logr -= w * ((oi - ni2) ** 2 - (oi - ni) ** 2
-                                     + (oa - na2) ** 2 - (oa - na) ** 2)
-                    else:
-                        logr -= w * (abs(oi - ni2) - abs(oi - ni) + abs(oa - na2) - abs(oa - na))
+                    logr += (noise_change(oi - ni, ni2 - ni, w, l2)
+                             + noise_change(oa - na, na2 - na, w, l2))
                 acc = logr >= 0.0 or math.log(rng.random()) < logr
                 if acc:
                     stats[7] += 1

@@ -67,6 +67,8 @@ import math
 import numpy as np
 from numba import njit
 
+from privpost.inference._kernels import noise_change
+
 __all__ = ["size_moves", "transfer_moves", "log_size_prior"]
 
 
@@ -78,11 +80,6 @@ def log_size_prior(N, prior_kind, prior_par):
     if prior_kind == 0:
         return 0.0 if N <= prior_par else -np.inf
     return N * math.log(prior_par) - math.lgamma(N + 1.0)
-
-
-@njit(cache=True, nogil=True)
-def _log_eta(e, w, l2):
-    return -w * e * e if l2 else -w * abs(e)
 
 
 @njit(cache=True, nogil=True)
@@ -134,7 +131,7 @@ def _delta_loglik(c, delta, counts, obs, w, l2):
         if x != 0.0:
             y = obs[c, q]
             n0 = counts[c, q]
-            la += _log_eta(y - n0 - x, w, l2) - _log_eta(y - n0, w, l2)
+            la += noise_change(y - n0, x, w, l2)
     return la
 
 
@@ -174,8 +171,7 @@ def size_moves(z, theta, off, levels, counts, sizes, obs, obs_size, w, l2, w_siz
                   - log_size_prior(N, prior_kind, prior_par))
             if la == -np.inf:
                 continue
-            la += (_log_eta(obs_size[c] - N2, w_size, l2_size)
-                   - _log_eta(obs_size[c] - N, w_size, l2_size))
+            la += noise_change(obs_size[c] - N, N2 - N, w_size, l2_size)
             _draw_delta(birth, c, kz, k, N, theta, off, levels, counts, delta, rng)
             la += _delta_loglik(c, delta, counts, obs, w, l2)
             if la >= 0.0 or rng.random() < math.exp(la):
@@ -238,10 +234,8 @@ def transfer_moves(z, theta, off, levels, counts, sizes, obs, obs_size, w, l2, w
                   - log_size_prior(Nd, prior_kind, prior_par))
             if la == -np.inf:
                 continue
-            la += (_log_eta(obs_size[src] - Ns + k, w_size, l2_size)
-                   - _log_eta(obs_size[src] - Ns, w_size, l2_size)
-                   + _log_eta(obs_size[dst] - Nd - k, w_size, l2_size)
-                   - _log_eta(obs_size[dst] - Nd, w_size, l2_size))
+            la += (noise_change(obs_size[src] - Ns, -k, w_size, l2_size)
+                   + noise_change(obs_size[dst] - Nd, k, w_size, l2_size))
             _draw_delta(False, src, z[src // Tt, src % Tt], k, Ns, theta, off, levels, counts,
                         da, rng)
             _draw_delta(True, dst, z[dst // Tt, dst % Tt], k, Nd, theta, off, levels, counts,

@@ -64,6 +64,7 @@ import numpy as np
 from numba import njit
 
 from privpost.inference._count_moves import _lgamma_diff
+from privpost.inference._kernels import noise_change
 from privpost.inference._hmm_core import (_path_weight, _shift_transitions, _shifted_block,
                                           _shuffle, near_mixture, state_sums,
                                           transition_counts)
@@ -385,11 +386,7 @@ def collapsed_shift_moves(z, ntr, nout, counts, obs, off, levels, sizes, w, l2, 
                     c0 = cur[wi]
                     nj = newc[wi]
                     logr -= _lgamma_diff(c0 + 1.0, nj - c0)
-                    ob = obs[c, wi]
-                    if l2:
-                        logr -= w * ((ob - nj) ** 2 - (ob - c0) ** 2)
-                    else:
-                        logr -= w * (abs(ob - nj) - abs(ob - c0))
+                    logr += noise_change(obs[c, wi] - c0, nj - c0, w, l2)
             stats[0] += 1
             k = old
             if ok and (logr >= 0.0 or math.log(rng.random()) < logr):

@@ -28,7 +28,8 @@ import math
 import numpy as np
 from numba import njit
 
-from privpost.inference._count_table import log_eta, residuals
+from privpost.inference._count_table import residuals, table_change
+from privpost.inference._kernels import log_eta_change
 from privpost.inference._damcmc_fast import _iw_adapt
 from privpost.models._mrf_kernel import cell_log_potentials
 
@@ -90,7 +91,6 @@ def quantile_shift_moves(theta, c, lp, B, idx, sigma, n_shift, adapting, cell_pt
         tt += theta[a] * theta[a]
     lpr = -0.5 * tt * inv_s2
     residuals(c, cell_ptr, cell_coord, cell_coef, s, r)
-    le = log_eta(r, w, l2)
     F = np.empty(J)
     Fn = np.empty(J)
     u = np.empty(N)
@@ -138,9 +138,10 @@ def quantile_shift_moves(theta, c, lp, B, idx, sigma, n_shift, adapting, cell_pt
                 else:
                     lo_ = mid + 1
             c_new[min(lo_, J - 1)] += 1.0
-        residuals(c_new, cell_ptr, cell_coord, cell_coef, s, r_new)
-        le_new = log_eta(r_new, w, l2)
-        la = le_new - le + lprp - lpr
+        # noise part from the residuals r = s - A c and the change A (c_new - c)
+        # (cancellation-free, _kernels); r_new holds the change
+        table_change(c, c_new, cell_ptr, cell_coord, cell_coef, r_new)
+        la = log_eta_change(r, r_new, w, l2) + lprp - lpr
         if la != la:
             la = -np.inf
         alpha = 1.0 if la >= 0 else math.exp(la)
@@ -149,10 +150,12 @@ def quantile_shift_moves(theta, c, lp, B, idx, sigma, n_shift, adapting, cell_pt
                 theta[a] = thp[a]
             for k in range(dim):
                 v[k] = vp[k]
-            lpr, le = lprp, le_new
+            lpr = lprp
             for x in range(J):
                 c[x] = c_new[x]
                 lp[x] = lp_new[x]
+            for m in range(r.shape[0]):
+                r[m] -= r_new[m]
             moved += 1
             if not adapting:
                 iw_i[3] += 1

@@ -143,6 +143,7 @@ class _Problem:
         self.weight = _kernels.weights_for(kernel, scale, self.d)
         self.sweep = _kernels.KERNELS[kernel]
         self.log_g = _kernels.LOG_G[kernel]
+        self.use_l2 = kernel == "l2"
         self.mech_name = mname
         self.proposal = proposal
         if proposal is not None:
@@ -515,7 +516,7 @@ class Sampler:
             lp = float(model.log_prior(params))
         if u_density is not None:
             lp += float(u_density(params, u))
-        lg = float(p.log_g(st.T, p.s_obs, p.weight))
+        T_cur = st.T
         new_x = new_t = None
         for _ in range(p.interweave):
             z = rng.standard_normal(p.iw_dim)
@@ -540,13 +541,14 @@ class Sampler:
                 xp = np.ascontiguousarray(model.from_innovations(prop, u), dtype=p.rec_dtype)
                 tp = p.t(xp)
                 Tp = np.ascontiguousarray(tp.sum(axis=0))
-                lgp = float(p.log_g(Tp, p.s_obs, p.weight))
-                log_a = lpp - lp + lgp - lg
+                # log g(s, Tp) - log g(s, T_cur) from the residuals (cancellation-free)
+                log_a = lpp - lp + float(_kernels.log_g_change(T_cur, Tp, p.s_obs, p.weight,
+                                                                p.use_l2))
                 if log_a != log_a:      # NaN (e.g. inf - inf): reject
                     log_a = -math.inf
                 alpha = 1.0 if log_a >= 0 else math.exp(log_a)
                 if log_v < log_a:
-                    params, v, lp, lg = prop, vp, lpp, lgp
+                    params, v, lp, T_cur = prop, vp, lpp, Tp
                     new_x, new_t = xp, tp
                     if not st.adapting:
                         iw.accepted += 1

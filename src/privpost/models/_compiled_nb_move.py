@@ -86,7 +86,11 @@ def naive_bayes_move(n_classes: int, levels, class_alpha: np.ndarray):
     def from_innovations(theta, u, out):
         c, C = _row_cums(theta, I, J, off, Jmax)
         for i in range(u.shape[0]):
-            y = int(np.searchsorted(c, u[i, 0]))     # side="left": min{y : c_y >= u}
+            # min{y : c_y >= u} (searchsorted, side="left") = #{y : c_y < u} for the
+            # nondecreasing c, counted without a data-dependent branch
+            y = 0
+            for a in range(I):
+                y += c[a] < u[i, 0]
             if y > I - 1:
                 y = I - 1
             out[i, 0] = float(y)

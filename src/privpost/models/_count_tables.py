@@ -368,9 +368,14 @@ def naive_bayes_margins(model, release, cls):
 #: 000's model (M = 75, eps = 1; the default run of 4 chains until converged, worst ESS per
 #: CPU-s, records ``cores=1``, load ~6; benchmarks/README.md, "Naive Bayes on its margins"):
 #: margins / records 535 / 646 at n = 100 (1.3 M), 186 / 225 at 300 (4 M), 182 / 77 at 10^3
-#: (13 M). At Table 1's n = 100 the two latents cost about the same; ``latent="counts"``
-#: takes the margins at any n.
-AUTO_MARGINS_RECORDS_PER_CELL = 8
+#: (13 M) before the margins' quantile shift (inference/_margins_shift.py); with it (same
+#: default runs, median of 2, load ~7, ``/tmp`` script calling ``bench_counts.timed``):
+#: 771 / 728-822 at n = 100, 438-469 / 361-381 at 200 (2.7 M), 366-384 / 244-254 at 300, so
+#: the margins from 2 M on; after h/t1's record sweep on cells (merged; load ~10): 724-796 /
+#: 960 at n = 100, 572-620 / 554-625 at 150 (2 M), 641-679 / 528-576 at 200, 517-539 /
+#: 395-424 at 300. At Table 1's n = 100 the records stay; ``latent="counts"`` takes the
+#: margins at any n.
+AUTO_MARGINS_RECORDS_PER_CELL = 2
 
 
 def mrf_table(model, release, cls):

@@ -82,6 +82,12 @@ def _parse_cliques(cliques, T):
     return tuple(out)
 
 
+#: Supported range of ``CliqueMRF.prior_sd`` (sd of each log-potential entry): a prior sd
+#: of 1e-6 pins every potential at 0, one of 1e6 is flat beyond any data; outside it the
+#: samplers' ``1 / prior_sd^2`` and prior-scale starts overflow or underflow.
+PRIOR_SD_RANGE = (1e-6, 1e6)
+
+
 @register_model
 class CliqueMRF(Model):
     """Discrete clique MRF with Gaussian prior on the log-potentials.
@@ -123,6 +129,13 @@ class CliqueMRF(Model):
         T = len(self.levels)
         self.cliques = _parse_cliques(cliques, T)
         self.prior_sd = positive_float("prior_sd", prior_sd)
+        if not (PRIOR_SD_RANGE[0] <= self.prior_sd <= PRIOR_SD_RANGE[1]):
+            # the samplers use 1 / prior_sd^2 and prior_sd^2 and draw starts of size prior_sd
+            # on the log scale of the cell potentials: outside this range they overflow or
+            # underflow (1e300 gave an OverflowError, 1e-300 a ZeroDivisionError)
+            raise PrivpostError(f"prior_sd must lie in [{PRIOR_SD_RANGE[0]:g}, "
+                                f"{PRIOR_SD_RANGE[1]:g}] (the prior sd of log-potentials), "
+                                f"got {prior_sd!r}")
         self.step_size = positive_float("step_size", step_size)
         self.n_leapfrog = positive_int("n_leapfrog", n_leapfrog, 1)
         self.max_table = positive_int("max_table", max_table, 1)
