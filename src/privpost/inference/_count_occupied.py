@@ -197,7 +197,8 @@ class HMCStep:
 #: (``RESIDUAL_MAX_CELLS``). Measured on ``bench_counts``' mrf4 (J = 16): benchmarks/README.md,
 #: "CliqueMRF theta kernel compiled". Raising the unit cap to ``16 J`` (which would bring the
 #: quantile shift to §9's 3^10 table at N = 10^5) was measured and not adopted: worst-theta ESS
-#: per CPU-s 0.3-1.2x the chain without it on 4 grid cells (EXPERIMENTS §9.10).
+#: per CPU-s 0.3-1.2x the former default's on 4 grid cells (unconverged chains, EXPERIMENTS
+#: §9.10, which also records the quantile chains' wider coverage at eps = 0.1).
 QUANTILE_UNITS_PER_CELL = 16
 MAX_QUANTILE_UNITS = 10**4
 #: The residual shift runs by default only on tables of at most this many cells (the parent
@@ -205,9 +206,9 @@ MAX_QUANTILE_UNITS = 10**4
 #: On larger joint tables most cells hold ``N p_j = O(1)`` units, and rounding ``N p`` there
 #: moves whole units at a multinomial cost of ``O(1)`` each, or below zero: measured on §9's
 #: chain3 (N = 10^5, 10^6) and ER (N = 10^6) tables, a proposal of ``|dv| = 10^-3`` already
-#: costs ``-3`` to ``-16`` in median log ratio and has a negative cell in 37-62 % of draws, so
-#: the adapted step is ``~10^-4`` against a posterior sd of ``v`` of ``~10^-2`` per coordinate
-#: (EXPERIMENTS §9.10): idle work, left out.
+#: costs ``-1.4`` to ``-16`` in median log ratio and has a negative cell in 37-62 % of draws, so
+#: the adapted step is ``~10^-4`` per coordinate against a conditional sd of ``v`` of ``~2
+#: 10^-2`` in the warm-up (EXPERIMENTS §9.10): idle work (17-27 % of the CPU), left out.
 RESIDUAL_MAX_CELLS = MAX_SHIFT_DIM + 1
 #: Compiled quantile-shift moves per iteration by default: ``QUANTILE_WORK / (N + J)`` (each
 #: move costs ``O(N + J m)``), between 2 and 40. On mrf4 at ``n = 10^2`` (2 theta steps):
