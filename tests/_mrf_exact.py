@@ -52,14 +52,20 @@ def is_posterior(model, release, f, *, draws=200_000, seed=0, batch=5000, prior_
     N = int(release.n)
     H, log_g, D = log_evidence_terms(model, release, N)
     lmult = gammaln(N + 1) - gammaln(H + 1).sum(1)           # (M,)
+    # theta enters only through the tables t = D'h (log p_theta(h) = theta't - N A(theta) +
+    # log multinomial coefficient) and so does log_g: sum the histograms of each table first
+    tables, inv = np.unique(H @ D, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    base = lmult + log_g
+    agg = np.full(tables.shape[0], -np.inf)
+    np.logaddexp.at(agg, inv, base)
     rng = np.random.default_rng(seed)
     sd = model.prior_sd if prior_sd is None else prior_sd
     logw, vals = [], []
     for start in range(0, draws, batch):
         th = sd * rng.standard_normal((min(batch, draws - start), model.dim))
-        lp = th @ D.T                                          # (B, S)
-        lp -= logsumexp(lp, axis=1, keepdims=True)
-        ll = logsumexp(lmult[None, :] + lp @ H.T + log_g[None, :], axis=1)   # (B,)
+        lz = logsumexp(th @ D.T, axis=1, keepdims=True)        # (B, 1): log Z(theta)
+        ll = logsumexp(agg[None, :] + th @ tables.T - N * lz, axis=1)       # (B,)
         logw.append(ll)
         vals.append(f(th))
     logw = np.concatenate(logw)

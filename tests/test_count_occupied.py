@@ -22,7 +22,8 @@ from scipy.special import gammaln
 
 import privpost as pp
 from privpost.errors import PrivpostError
-from privpost.inference._count_occupied import (OccupiedTable, default_shift, n_pairs_for,
+from privpost.inference._count_occupied import (RESIDUAL_MAX_CELLS, OccupiedTable,
+                                                default_shift, n_pairs_for,
                                                 occupied_sweep, _n_pair_sets)
 from privpost.queries.marginal_tables import MarginalTables
 from privpost.mechanisms import Gaussian, Laplace
@@ -135,8 +136,16 @@ def test_mrf_table_uses_occupied_moves_and_the_shift_move():
     assert _law(129, Laplace(epsilon=2.0)).shift == "residual"
     assert default_shift(8, 9, False) == "residual" and default_shift(8, 8, False) == "quantile"
     assert default_shift(10**6, 10**6, True) == "quantile"
-    assert default_shift(10**3, 10**4 + 1, True) == "residual"
-
+    # above the quantile shift's cap, the residual shift only on tables of at most
+    # RESIDUAL_MAX_CELLS cells (on larger ones it cannot move: EXPERIMENTS §9.10), else none
+    assert default_shift(10**3, 10**4, True) == "quantile"
+    assert default_shift(10**3, 10**4 + 1, True) is None
+    assert default_shift(3**10, 3**10, True) == "quantile"
+    assert default_shift(3**10, 10**5, True) is None and default_shift(3**10, 10**6, True) is None
+    assert default_shift(RESIDUAL_MAX_CELLS, 16 * RESIDUAL_MAX_CELLS + 1, True) == "residual"
+    assert default_shift(RESIDUAL_MAX_CELLS + 1, 10**4 + 1, True) is None
+    assert default_shift(RESIDUAL_MAX_CELLS + 1, RESIDUAL_MAX_CELLS + 1, False) == "quantile"
+    assert default_shift(RESIDUAL_MAX_CELLS + 1, RESIDUAL_MAX_CELLS + 2, False) is None
 
 def _release():
     model = CliqueMRF([2, 2, 2], CL, prior_sd=1.0)
@@ -213,3 +222,29 @@ def test_mrf_table_theta_update_with_the_table_mass_is_exact():
         zw.append((d[..., k].mean() - wrong[k]) / math.hypot(se, wrong_se[k]))
     assert max(map(abs, zs)) < K_MCSE, zs
     assert max(map(abs, zw)) > 2 * K_MCSE, zw
+
+
+def test_large_mrf_table_above_the_quantile_cap_runs_no_idle_residual_shift():
+    """J = 3^6 = 729 > RESIDUAL_MAX_CELLS cells: the quantile shift up to its cap of
+    min(16 J, 10^4) = 10^4 units; above, no non-centred move (the residual shift cannot move on
+    such tables, EXPERIMENTS §9.10), and the notes say so; still available on request."""
+    levels, cl = [3] * 6, [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]]
+    model = CliqueMRF(levels, cl, prior_sd=1.0)
+    rng = np.random.default_rng(0)
+    th = model.prior_sample(rng)
+    J = 3 ** 6
+    for N, shift in ((10**4, "quantile"), (10**4 + 1, None)):
+        x = model.simulate(th, N, rng)
+        rel = pp.release(x, query=MarginalTables(levels, cl), mechanism=Laplace(epsilon=1.0),
+                         seed=1)
+        law = model.count_latent(rel)
+        assert law.J == J and law.shift == shift
+        assert (law.n_shift > 0) == (shift is not None)
+        note = law.extra_notes([{"pair_accept": 1.0, "shift_accept": 0.2, "hmc_eps": 0.1,
+                                 "hmc_accept": 0.8}])[0]
+        if shift is None:
+            assert "no non-centred move" in note and "§9.10" in note, note
+            law.set_shift("residual")          # still available on request (exact)
+            assert law.shift == "residual" and law.n_shift == 2
+        else:
+            assert "quantile-shift" in note, note

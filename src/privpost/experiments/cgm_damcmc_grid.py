@@ -97,11 +97,12 @@ def point_row(cell: dict, max_em: int = 50) -> dict:
 
 def damcmc_row(cell: dict, *, max_seconds: float | None = None, draws: int | None = None,
                warmup: int = 300, chains: int = 4, n_pairs=None, seed: int = 0,
-               draws_used: int = 400) -> dict:
+               draws_used: int = 400, shift: str | None = None) -> dict:
     """Count-level damcmc on one cell (module docstring): ``draws`` kept iterations per chain
     after ``warmup``, or (``draws=None``) until converged within ``max_seconds``; ``n_pairs``: a
     cap on the pair moves per iteration (``None``: the table's default ``min(N, J)``; any number
-    keeps the target). ``cpu_s``: the process's CPU seconds of the run (the chains run one after
+    keeps the target); ``shift``: the non-centred move, ``"quantile"``, ``"residual"`` or
+    ``"none"`` instead of the table's default (every choice keeps the target). ``cpu_s``: the process's CPU seconds of the run (the chains run one after
     the other in this process, so on a loaded machine this, not the wall time, is the cost)."""
     import warnings
 
@@ -115,6 +116,9 @@ def damcmc_row(cell: dict, *, max_seconds: float | None = None, draws: int | Non
     out["build_s"] = time.perf_counter() - t0
     if n_pairs is not None:
         law.n_pairs = min(int(law.n_pairs), int(n_pairs))
+    if shift is not None:
+        law.set_shift(None if shift == "none" else shift)
+    out["shift"] = law.shift if law.n_shift else "none"
     out["n_pairs"], out["n_shift"] = int(law.n_pairs), int(law.n_shift)
     t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings(record=True) as caught:
@@ -171,6 +175,11 @@ def main(argv=None) -> None:
                     help="kept iterations per chain (default: until converged, --max-seconds)")
     ap.add_argument("--structure", default=None, help="only this structure (chain1/chain3/er)")
     ap.add_argument("--warmup", type=int, default=300)
+    ap.add_argument("--chain-seed", type=int, default=None,
+                    help="the chains' seed (default: --seed + the cell's place in its file); "
+                         "--seed also draws the cells and releases")
+    ap.add_argument("--shift", choices=("quantile", "residual", "none"), default=None,
+                    help="the non-centred move instead of the table's default")
     ap.add_argument("--only", default=None, help="structure[,N[,eps]] filter, e.g. chain1,1000")
     a = ap.parse_args(argv)
     out = Path(a.out)
@@ -194,7 +203,9 @@ def main(argv=None) -> None:
             row = point_row(cell, a.max_em)
         else:
             row = damcmc_row(cell, max_seconds=a.max_seconds, draws=a.draws, warmup=a.warmup,
-                             chains=a.chains, n_pairs=a.n_pairs, seed=a.seed + len(done))
+                             chains=a.chains, n_pairs=a.n_pairs,
+                             seed=a.seed + len(done) if a.chain_seed is None else a.chain_seed,
+                             shift=a.shift)
         row["load"] = [round(v, 2) for v in __import__("os").getloadavg()]
         with path.open("a") as fh:
             fh.write(json.dumps(row, default=float) + "\n")

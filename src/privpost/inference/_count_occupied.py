@@ -193,24 +193,40 @@ class HMCStep:
 
 
 #: With the compiled quantile shift (``loglinear`` tables), it is the default up to this many
-#: units per cell (and ``MAX_QUANTILE_UNITS`` units); the residual shift above. Measured on
-#: ``bench_counts``' mrf4 (J = 16): benchmarks/README.md, "CliqueMRF theta kernel compiled".
+#: units per cell (and ``MAX_QUANTILE_UNITS`` units); above, the residual shift where it can move
+#: (``RESIDUAL_MAX_CELLS``). Measured on ``bench_counts``' mrf4 (J = 16): benchmarks/README.md,
+#: "CliqueMRF theta kernel compiled". Raising the unit cap to ``16 J`` (which would bring the
+#: quantile shift to §9's 3^10 table at N = 10^5) was measured and not adopted: worst-theta ESS
+#: per CPU-s 0.3-1.2x the former default's on 4 grid cells (unconverged chains, EXPERIMENTS
+#: §9.10, which also records the quantile chains' wider coverage at eps = 0.1).
 QUANTILE_UNITS_PER_CELL = 16
 MAX_QUANTILE_UNITS = 10**4
+#: The residual shift runs by default only on tables of at most this many cells (the parent
+#: :class:`~privpost.inference._count_table.CountTable`'s rule, ``MAX_SHIFT_DIM`` free cells).
+#: On larger joint tables most cells hold ``N p_j = O(1)`` units, and rounding ``N p`` there
+#: moves whole units at a multinomial cost of ``O(1)`` each, or below zero: measured on §9's
+#: chain3 (N = 10^5, 10^6) and ER (N = 10^6) tables, a proposal of ``|dv| = 10^-3`` already
+#: costs ``-1.4`` to ``-16`` in median log ratio and has a negative cell in 37-62 % of draws, so
+#: the adapted step is ``~10^-4`` per coordinate against a conditional sd of ``v`` of ``~2
+#: 10^-2`` in the warm-up (EXPERIMENTS §9.10): idle work (17-27 % of the CPU), left out.
+RESIDUAL_MAX_CELLS = MAX_SHIFT_DIM + 1
 #: Compiled quantile-shift moves per iteration by default: ``QUANTILE_WORK / (N + J)`` (each
 #: move costs ``O(N + J m)``), between 2 and 40. On mrf4 at ``n = 10^2`` (2 theta steps):
 #: worst ESS per draw 0.61-0.68 with 40 moves, 0.46 with 20, 0.29 with 10, 0.11 with 2.
 QUANTILE_WORK = 4000
 
 
-def default_shift(J: int, N: int, compiled: bool) -> str:
+def default_shift(J: int, N: int, compiled: bool) -> str | None:
     """The non-centred move by default: ``"quantile"`` when ``N <= J`` (Python move) or, for a
     compiled (log-linear) table, ``N <= min(QUANTILE_UNITS_PER_CELL J, MAX_QUANTILE_UNITS)``
-    when that is larger; ``"residual"`` otherwise (the quantile move costs ``O(N)`` a move)."""
+    when that is larger; above, ``"residual"`` on tables of at most ``RESIDUAL_MAX_CELLS`` cells
+    and ``None`` (no non-centred move: the residual shift cannot move there) on larger ones."""
     lim = J
     if compiled and N > J:
         lim = max(J, min(QUANTILE_UNITS_PER_CELL * J, MAX_QUANTILE_UNITS))
-    return "quantile" if N <= lim else "residual"
+    if N <= lim:
+        return "quantile"
+    return "residual" if J <= RESIDUAL_MAX_CELLS else None
 
 
 class OccupiedTable(CountTable):
@@ -252,7 +268,8 @@ class OccupiedTable(CountTable):
 
     Parameters: those of :class:`CountTable` with ``groups`` and ``totals`` replaced by ``N``
     (the public total) and ``anchor`` (int), and ``fit``, ``hmc_step``, ``shift``
-    (``"quantile"``, ``"residual"``; default :func:`default_shift`), ``loglinear``.
+    (``"quantile"``, ``"residual"``; default :func:`default_shift`, which may choose none),
+    ``loglinear``.
     """
 
     def __init__(self, *, N, anchor: int, n_pairs=None, n_shift=None, fit=None,
@@ -265,26 +282,37 @@ class OccupiedTable(CountTable):
         if N < 0:
             raise PrivpostError(f"count table: the total N must be >= 0, got {N}")
         order = np.concatenate([np.delete(np.arange(J, dtype=np.int64), anchor), [anchor]])
-        shift_given = n_shift is not None
+        self._n_shift_given = n_shift is not None
         n_shift = 2 if n_shift is None else n_shift
         super().__init__(groups=[order], totals=[N], n_shift=n_shift,
                          n_pairs=n_pairs_for(J, N) if n_pairs is None else n_pairs, **kw)
-        self.n_shift = 0
+        self._n_shift_base = 0
         if self.free is not None and n_shift:
             dim = np.asarray(self.free[0](self.prior_sample(np.random.default_rng(0)))).size
             if dim <= MAX_SHIFT_DIM:
-                self.n_shift = int(n_shift)
+                self._n_shift_base = int(n_shift)
         self.fit = fit
         self.hmc_step = None if hmc_step is None else float(hmc_step)
         self.hmc_steps = int(hmc_steps)
         self.loglinear = loglinear
+        self.set_shift(default_shift(J, N, loglinear is not None) if shift is None else shift)
+
+    def set_shift(self, shift: str | None) -> None:
+        """Choose the non-centred move (``"quantile"``, ``"residual"``, ``None`` for none;
+        ``"quantile-wrong"`` is the tests' wrong variant) and its number per iteration: the
+        ``n_shift`` given, else 2, else for the compiled quantile shift ``QUANTILE_WORK / (N +
+        J)`` between 2 and 40. Call before :meth:`chains`; every choice keeps the target."""
         if shift is None:
-            shift = default_shift(J, N, loglinear is not None)
+            self.shift, self.n_shift = None, 0
+            return
         if shift not in ("quantile", "residual", "quantile-wrong"):
             raise PrivpostError(f"count table: shift must be 'quantile' or 'residual', "
                                 f"got {shift!r}")
         self.shift = shift
-        if loglinear is not None and shift == "quantile" and self.n_shift and not shift_given:
+        self.n_shift = self._n_shift_base
+        N, J = int(self.totals[0]), self.J
+        if self.loglinear is not None and shift == "quantile" and self.n_shift and \
+                not self._n_shift_given:
             self.n_shift = int(min(40, max(2, QUANTILE_WORK // (N + J))))
 
     def start(self, rng, start: str):
@@ -317,7 +345,12 @@ class OccupiedTable(CountTable):
             return [f"{moves}, the theta update and {self.n_shift} {kind} (non-centred) "
                     f"moves per iteration; shift acceptance after warm-up "
                     f"{min(sh):.2f}-{max(sh):.2f}"]
-        return [f"{moves} and the theta update per iteration"]
+        why = ""
+        if self.shift is None and self._n_shift_base:
+            why = (f" (no non-centred move: above the quantile shift's cap the residual shift "
+                   f"cannot move on a table of more than {RESIDUAL_MAX_CELLS} cells, "
+                   f"EXPERIMENTS §9.10)")
+        return [f"{moves} and the theta update per iteration{why}"]
 
 
 class OccupiedTableChain(TableChain):

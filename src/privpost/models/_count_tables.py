@@ -406,7 +406,8 @@ def mrf_table(model, release, cls):
     held; unit Jacobian): the quantile shift (units as inverse-CDF images of uniforms held
     fixed; compiled, :mod:`privpost.inference._quantile_shift`) up to ``n <= max(J, min(16 J,
     10^4))``, several moves per iteration (:func:`privpost.inference._count_occupied.
-    default_shift`), the residual shift above. Pair moves among occupied cells, ``min(n, J)`` per iteration
+    default_shift`), above it the residual shift on tables of at most 401 cells and none on
+    larger ones (where the residual shift's rounding cannot move, EXPERIMENTS §9.10). Pair moves among occupied cells, ``min(n, J)`` per iteration
     (:class:`privpost.inference._count_occupied.OccupiedTable`: ``J = 3^10`` cells against
     ``n = 10^3`` records would otherwise spend almost every move on two empty cells)."""
     from privpost.inference._count_occupied import OccupiedTable
