@@ -21,10 +21,17 @@ the suite makes at all the seeds it is run at. The rule:
   three times above the normal's.
 
 With ``N_CHECKS = 3000`` and ``RUNS = 6``: ``P_CHECK = 2.8e-6`` and ``K_MCSE = 5.0`` (4.97
-rounded up to one decimal; the normal alone would give 4.69). Measured when this was written:
+rounded up to one decimal; the normal alone would give 4.69); with 3,300 (below): ``P_CHECK =
+2.5e-6``, the same ``K_MCSE`` (4.99). Measured when this was written:
 652 counted + 300 estimated = 952 checks per run (681 tests), so the budget leaves room for
 the suite to triple; at the measured count the expected number of false failures over the six
-runs is about 0.014 (0.003 if the z-scores were exactly normal).
+runs is about 0.014 (0.003 if the z-scores were exactly normal). On 26 Nov 2026 the suite
+reached 2,765 counted + 300 estimated = 3,065 checks (1,057 statistical tests), over the budget
+of 3,000, so ``make test-seeds`` failed with every test passing; ``N_CHECKS`` was raised to
+3,300, the largest round budget whose ``K_MCSE`` still rounds up to 5.0 (t quantile 4.993), so
+no tolerance changed and the expected false failures stay below ``FALSE_FAILURES``. The next
+growth needs either fewer checks (the counter over-counts wrong variants) or ``K_MCSE = 5.1``
+(``N_CHECKS`` up to 5,100) with every wrong variant re-checked against ``2 * K_MCSE``.
 
 A wrong variant must fail its check at any seed as well: its |z| must exceed ``K_MCSE`` with
 probability at least ``1 - P_CHECK``, so its expected |z| must exceed ``K_MCSE + 4.6``; the tests
@@ -40,7 +47,7 @@ from scipy import stats
 
 FALSE_FAILURES = 0.05
 RUNS = 6
-N_CHECKS = 3000
+N_CHECKS = 3300
 T_DOF = 100
 
 P_CHECK = FALSE_FAILURES / (RUNS * N_CHECKS)
