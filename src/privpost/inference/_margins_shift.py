@@ -314,20 +314,36 @@ def invert_uniform(value, upper, lo, hi, F, S):
 
 
 @njit(cache=True, nogil=True)
+def _group_mass(prob, st, ln):
+    """``sum(prob[st:st + ln])`` in cell order (the first conditional's denominator)."""
+    rem_p = 0.0
+    for j in range(ln):
+        rem_p += prob[st + j]
+    return rem_p
+
+
+@njit(cache=True, nogil=True)
+def _step_window(rem_n, pj, rem_p, F, S):
+    """The window ``(lo, hi)`` of one step of the sequential binomials, ``Bin(rem_n, pj /
+    rem_p)`` (probability 1 where ``rem_p`` is 0 or the ratio rounds above 1), tabulated into
+    ``F, S`` by :func:`binom_window`: shared by :func:`_group_uniforms` and its inverse
+    :func:`_group_invert`, which must see the same windows."""
+    cond = pj / rem_p if rem_p > 0.0 else 1.0
+    if cond > 1.0:
+        cond = 1.0
+    return binom_window(rem_n, cond, F, S)
+
+
+@njit(cache=True, nogil=True)
 def _group_uniforms(x, st, ln, tot, prob, F, S, uv, uu, q0, rng, wrong):
     """The ``ln - 1`` uniforms of ``x[st:st + ln]`` (a multinomial of ``tot`` with cell
     probabilities ``prob[st:st + ln]``, sequential binomials in cell order) into ``uv, uu``
     from index ``q0``. Returns False if a count is off its window."""
     rem_n = tot
-    rem_p = 0.0
-    for j in range(ln):
-        rem_p += prob[st + j]
+    rem_p = _group_mass(prob, st, ln)
     for j in range(ln - 1):
         pj = prob[st + j]
-        cond = pj / rem_p if rem_p > 0.0 else 1.0
-        if cond > 1.0:
-            cond = 1.0
-        lo, hi = binom_window(rem_n, cond, F, S)
+        lo, hi = _step_window(rem_n, pj, rem_p, F, S)
         val, up = draw_uniform(int(x[st + j]), lo, hi, F, S, rng, wrong)
         if up < 0:
             return False
@@ -343,15 +359,10 @@ def _group_invert(out, st, ln, tot, prob, F, S, uv, uu, q0):
     """``out[st:st + ln]`` = the multinomial of ``tot`` at the held uniforms ``uv, uu`` from
     ``q0`` (``_group_uniforms``' inverse under cell probabilities ``prob[st:st + ln]``)."""
     rem_n = tot
-    rem_p = 0.0
-    for j in range(ln):
-        rem_p += prob[st + j]
+    rem_p = _group_mass(prob, st, ln)
     for j in range(ln - 1):
         pj = prob[st + j]
-        cond = pj / rem_p if rem_p > 0.0 else 1.0
-        if cond > 1.0:
-            cond = 1.0
-        lo, hi = binom_window(rem_n, cond, F, S)
+        lo, hi = _step_window(rem_n, pj, rem_p, F, S)
         xj = float(invert_uniform(uv[q0 + j], uu[q0 + j], lo, hi, F, S))
         if xj > rem_n:
             xj = rem_n
