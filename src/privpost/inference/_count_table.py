@@ -51,7 +51,7 @@ from numba import njit
 from privpost.errors import PrivpostError
 from privpost.inference._count_latent import CountLatent
 from privpost.inference._count_moves import _lgamma_diff, pair_move_c
-from privpost.inference._damcmc_fast import _iw_adapt
+from privpost.inference._damcmc_fast import _iw_adapt, _iw_propose
 from privpost.inference._kernels import log_eta_change, weights_for
 from privpost.models._numeric import log_space_dirichlet
 
@@ -473,15 +473,8 @@ def dirichlet_iterations(n_iter, keep, adapting, c, p, lp, alpha, col_alpha, tot
                             v[q] = lp[j] - lj
                             q += 1
                 for _ in range(n_shift):
-                    for a in range(dim):
-                        z[a] = rng.standard_normal()
+                    _iw_propose(dim, v, iw_f, chol, z, vp, rng)
                     log_u = math.log1p(-rng.random())
-                    sc = math.exp(iw_f[0])
-                    for a in range(dim):
-                        acc = 0.0
-                        for b in range(a + 1):
-                            acc += chol[a, b] * z[b]
-                        vp[a] = v[a] + sc * acc
                     # p' = softmax([v', 0]) per group
                     q = 0
                     okp = True

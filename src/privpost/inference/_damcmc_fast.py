@@ -391,6 +391,22 @@ def _log_g(T, s_obs, weight, use_l2):
 
 
 @njit(cache=True, nogil=True)
+def _iw_propose(dim, v, iw_f, chol, z, vp, rng):
+    """The adapted random-walk proposal that :func:`_iw_adapt` tunes, shared by every compiled
+    non-centred move: ``z[:dim] ~ N(0, I)`` (``dim`` draws of ``rng``, in order), then ``vp[:dim]
+    = v + exp(iw_f[0]) chol z`` (``chol`` lower triangular, (dim, dim)). Symmetric in ``v`` and
+    ``vp``, so it adds no term to an MH ratio."""
+    for a in range(dim):
+        z[a] = rng.standard_normal()
+    sc = math.exp(iw_f[0])
+    for a in range(dim):
+        acc = 0.0
+        for b in range(a + 1):
+            acc += chol[a, b] * z[b]
+        vp[a] = v[a] + sc * acc
+
+
+@njit(cache=True, nogil=True)
 def _iw_adapt(v, alpha, iw_f, iw_i, mean, m2, chol):
     """One Robbins--Monro / running-covariance step (damcmc._IWState.adapt, compiled)."""
     dim = v.shape[0]
@@ -462,15 +478,8 @@ def _interweave(innovations, from_innovations, to_free, from_free, log_target, l
     lp = log_target(theta) + log_density(theta, u)
     moved = False
     for _ in range(n_steps):
-        for a in range(dim):
-            z[a] = rng.standard_normal()
+        _iw_propose(dim, v, iw_f, chol, z, vp, rng)
         log_v = math.log1p(-rng.random())
-        s = math.exp(iw_f[0])
-        for a in range(dim):
-            acc = 0.0
-            for b in range(dim):
-                acc += chol[a, b] * z[b]
-            vp[a] = v[a] + s * acc
         from_free(theta, vp, thp)
         lpp = log_target(thp)
         if lpp > -np.inf:

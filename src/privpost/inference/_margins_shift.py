@@ -100,7 +100,7 @@ import math
 import numpy as np
 from numba import njit
 
-from privpost.inference._damcmc_fast import _iw_adapt
+from privpost.inference._damcmc_fast import _iw_adapt, _iw_propose
 from privpost.inference._kernels import noise_change
 
 __all__ = ["coordinate_log_ratio", "binom_window", "window_size", "draw_uniform",
@@ -442,16 +442,10 @@ def shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell
     moved = 0
     for _ in range(n_shift):
         # 2. theta' with u held
-        for a in range(dim):
-            z[a] = rng.standard_normal()
+        _iw_propose(dim, v, iw_f, chol, z, vp, rng)
         log_u = math.log1p(-rng.random())
-        sc = math.exp(iw_f[0])
         mx = 0.0
         for a in range(dim):
-            acc = 0.0
-            for b in range(a + 1):
-                acc += chol[a, b] * z[b]
-            vp[a] = v[a] + sc * acc
             if vp[a] > mx:
                 mx = vp[a]
         tot = math.exp(-mx)

@@ -30,7 +30,7 @@ from numba import njit
 
 from privpost.inference._count_table import residuals, table_change
 from privpost.inference._kernels import log_eta_change
-from privpost.inference._damcmc_fast import _iw_adapt
+from privpost.inference._damcmc_fast import _iw_adapt, _iw_propose
 from privpost.models._mrf_kernel import cell_log_potentials
 
 __all__ = ["loglinear_log_probs", "quantile_shift_moves"]
@@ -108,15 +108,8 @@ def quantile_shift_moves(theta, c, lp, B, idx, sigma, n_shift, adapting, cell_pt
             for _k in range(int(c[x])):
                 u[q] = lo + (F[x] - lo) * rng.random()
                 q += 1
-        for k in range(dim):
-            z[k] = rng.standard_normal()
+        _iw_propose(dim, v, iw_f, chol, z, vp, rng)
         log_u = math.log1p(-rng.random())
-        sc = math.exp(iw_f[0])
-        for k in range(dim):
-            acc = 0.0
-            for l in range(dim):
-                acc += chol[k, l] * z[l]
-            vp[k] = v[k] + sc * acc
         tt = 0.0
         for a in range(d):
             dv = 0.0
