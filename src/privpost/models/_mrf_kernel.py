@@ -109,6 +109,20 @@ def _group_lse(vals, base, size, group, n_groups, out, work):
 
 
 @njit(cache=True, nogil=True)
+def _range_lse(vals, base, size):
+    """``log sum_{cell < size} exp(vals[base + cell])`` (max-shifted; a root clique's
+    normaliser in :func:`_jt_marginals`)."""
+    mx = -np.inf
+    for cell in range(size):
+        if vals[base + cell] > mx:
+            mx = vals[base + cell]
+    tot = 0.0
+    for cell in range(size):
+        tot += math.exp(vals[base + cell] - mx)
+    return mx + math.log(tot)
+
+
+@njit(cache=True, nogil=True)
 def _jt_marginals(theta, jt_size, jt_off, parent, sep_size, sep_off, child_map, par_map,
                   par_off, home, t_off, t_map, mu, acc, bel, up, work):
     """Junction tree: writes the clique marginals into ``mu (d,)``; returns ``A(theta)``.
@@ -144,26 +158,12 @@ def _jt_marginals(theta, jt_size, jt_off, parent, sep_size, sep_off, child_map, 
             for cell in range(jt_size[p]):
                 acc[bp + cell] += msg[par_map[po + cell]]
         else:
-            mx = -np.inf
-            for cell in range(jt_size[i]):
-                if acc[b + cell] > mx:
-                    mx = acc[b + cell]
-            tot = 0.0
-            for cell in range(jt_size[i]):
-                tot += math.exp(acc[b + cell] - mx)
-            log_z += mx + math.log(tot)
+            log_z += _range_lse(acc, b, jt_size[i])
     for i in range(n_jt - 1, -1, -1):          # parents before children
         b = jt_off[i]
         p = parent[i]
         if p < 0:
-            mx = -np.inf
-            for cell in range(jt_size[i]):
-                if acc[b + cell] > mx:
-                    mx = acc[b + cell]
-            tot = 0.0
-            for cell in range(jt_size[i]):
-                tot += math.exp(acc[b + cell] - mx)
-            lz = mx + math.log(tot)
+            lz = _range_lse(acc, b, jt_size[i])     # the root's share of log_z (acc unchanged)
             for cell in range(jt_size[i]):
                 bel[b + cell] = acc[b + cell] - lz
         else:
