@@ -117,7 +117,7 @@ from privpost.inference._count_table import log_eta, pair_sweep_c, residuals
 from privpost.inference._margins_shift import (SHIFT_MAX_N, SHIFT_REFRESH_CAP,
                                                _draw_unit, _touch,
                                                coordinate_log_ratio, default_shifts,
-                                               shift_moves, window_size)
+                                               settle_coordinates, shift_moves, window_size)
 from privpost.models._numeric import log_space_dirichlet
 
 __all__ = ["MarginsLatent", "margins_iterations", "refresh_move", "default_refresh_mean",
@@ -288,12 +288,7 @@ def refresh_move(k, c, n, N, class_alpha, feat_alpha, off, levels, dc, dn, mark_
                        - math.lgamma(class_alpha[i] + n[i] - dn[i]) + math.lgamma(n[i] - dn[i]
                                                                                    + 1.0))
     ok = -rng.standard_exponential() < la
-    for a in range(n_co):
-        m = coords[a]
-        if ok:
-            r[m] -= dr[m]
-        dr[m] = 0.0
-        mark_r[m] = False
+    settle_coordinates(ok, n_co, coords, r, dr, mark_r)
     for a in range(n_cells):
         j = cells[a]
         if not ok:

@@ -103,8 +103,8 @@ from numba import njit
 from privpost.inference._damcmc_fast import _iw_adapt, _iw_propose
 from privpost.inference._kernels import noise_change
 
-__all__ = ["coordinate_log_ratio", "binom_window", "window_size", "draw_uniform",
-           "invert_uniform", "shift_moves",
+__all__ = ["coordinate_log_ratio", "settle_coordinates", "binom_window", "window_size",
+           "draw_uniform", "invert_uniform", "shift_moves",
            "default_shifts", "SHIFT_REFRESH_CAP", "SHIFT_MAX_N", "SHIFT_MIN_RATIO", "BERNSTEIN_L"]
 
 #: ``-log`` of half the omitted mass of a binomial window (module docstring).
@@ -399,6 +399,18 @@ def coordinate_log_ratio(n_cells, cells, dc, cell_ptr, cell_coord, cell_coef, dr
 
 
 @njit(cache=True, nogil=True)
+def settle_coordinates(ok, n_co, coords, r, dr, mark_r):
+    """After :func:`coordinate_log_ratio`'s proposal is decided: ``r -= dr`` on its ``n_co``
+    coordinates if accepted (``ok``), and ``dr``, ``mark_r`` cleared there either way."""
+    for a in range(n_co):
+        m_ = coords[a]
+        if ok:
+            r[m_] -= dr[m_]
+        dr[m_] = 0.0
+        mark_r[m_] = False
+
+
+@njit(cache=True, nogil=True)
 def shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell_ptr,
                 cell_coord, cell_coef, w, l2, r, c_new, n_new, p_new, dc, mark_c, cells, dr,
                 mark_r, coords, F, S, uv, uu, v, vp, z, iw_f, iw_i, mean, m2, chol, counts, rng,
@@ -504,12 +516,7 @@ def shift_moves(n_shift, adapting, c, n, N, p, q, class_alpha, off, levels, cell
                 la = -np.inf
             alpha_acc = 1.0 if la >= 0.0 else math.exp(la)
             ok = log_u < la
-            for a in range(n_co):
-                m_ = coords[a]
-                if ok:
-                    r[m_] -= dr[m_]
-                dr[m_] = 0.0
-                mark_r[m_] = False
+            settle_coordinates(ok, n_co, coords, r, dr, mark_r)
             for a in range(n_cells):
                 j = cells[a]
                 if row_map == 1:
