@@ -102,15 +102,16 @@ def joint_problem(pair: str, n: int, seed: int):
 JOINT_PAIRS = ("nb", "mrf4")
 
 
-def timed(model, rel, method, repeat=1, **opts):
-    """``(median wall s, median CPU s of this process, worst ESS, max R-hat, posterior)``."""
+def _timed_runs(run, repeat):
+    """``(median wall s, median CPU s of this process, worst ESS, max R-hat, posterior)`` of
+    ``repeat`` calls of ``run()`` (a posterior; the last one is summarised)."""
     times, cpus = [], []
     for _ in range(repeat):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
             c0 = time.process_time()
-            post = privpost.infer(model, rel, method=method, progress=False, **opts)
+            post = run()
             times.append(time.perf_counter() - t0)
             cpus.append(time.process_time() - c0)
     wall, cpu = float(np.median(times)), float(np.median(cpus))
@@ -120,6 +121,12 @@ def timed(model, rel, method, repeat=1, **opts):
     return wall, cpu, ess, rhat, post
 
 
+def timed(model, rel, method, repeat=1, **opts):
+    """:func:`_timed_runs` of ``privpost.infer(model, rel, method=method, **opts)``."""
+    return _timed_runs(lambda: privpost.infer(model, rel, method=method, progress=False, **opts),
+                       repeat)
+
+
 def timed_joint(model, rel, repeat, seed):
     """:func:`timed` for the naive-Bayes JOINT table (``naive_bayes_table``; ``latent="counts"``
     takes the class-by-feature margins since 26 Nov), the same default run until converged."""
@@ -127,18 +134,11 @@ def timed_joint(model, rel, repeat, seed):
     from privpost.models import NaiveBayesLogLinear
     from privpost.models._count_tables import naive_bayes_table
 
-    times, cpus = [], []
-    for _ in range(repeat):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t0 = time.perf_counter()
-            c0 = time.process_time()
-            law = naive_bayes_table(model, rel, NaiveBayesLogLinear)
-            post = _count_latent.run(law, model, rel, seed=seed, progress=False)
-            times.append(time.perf_counter() - t0)
-            cpus.append(time.process_time() - c0)
-    ess, rhat = diagnostics.worst(diagnostics.summarise(post.draws, cheap=True))
-    return float(np.median(times)), float(np.median(cpus)), ess, rhat, post
+    def run():
+        law = naive_bayes_table(model, rel, NaiveBayesLogLinear)
+        return _count_latent.run(law, model, rel, seed=seed, progress=False)
+
+    return _timed_runs(run, repeat)
 
 
 def main():
